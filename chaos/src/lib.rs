@@ -1,0 +1,1 @@
+//! The chaos rig for `fenced-redlock` (work in progress).

@@ -1,0 +1,3 @@
+//! `chaos`: command-line entry point.
+
+fn main() {}

@@ -1,0 +1,1 @@
+//! Redlock with fencing tokens (work in progress).
