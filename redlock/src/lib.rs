@@ -1,1 +1,98 @@
-//! Redlock with fencing tokens (work in progress).
+//! # fenced-redlock
+//!
+//! A Redlock client for N independent Redis or Valkey primaries (5 is typical; any
+//! N ≥ 1 works, quorum = N/2 + 1), with fencing tokens.
+//!
+//! ## The algorithm
+//! To acquire `resource`, the client sends `SET resource <token> NX PX <ttl>` to **all**
+//! nodes at once, each call with its own deadline. The token is 128 random bits. It
+//! stops waiting the moment a majority has said yes — or so many have said no that a
+//! majority is out of reach — and the lease is granted when a majority said yes and
+//! validity is left: `ttl − elapsed − drift`, with `elapsed` measured on the monotonic
+//! clock from the start of the attempt and `drift = ttl × 0.01 + 2 ms`. A failed attempt
+//! deletes its key from every node, including those that never answered. Release is a
+//! compare-and-delete on every node that also wakes waiters (PUBLISH), extend is a
+//! compare-and-PEXPIRE that needs a majority again, and [`Lease::auto_renew`] renews in
+//! the background and tells the holder when the lease is lost. With fencing on, each
+//! lease also carries a [`FenceToken`] that grows from grant to grant (see [`fence`]).
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use fenced_redlock::{Redlock, RenewOptions};
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let redlock = Redlock::builder(["redis://a:6379", "redis://b:6379", "redis://c:6379"])
+//!     .ttl(Duration::from_secs(10))
+//!     .fencing(true)
+//!     .build()?;
+//! let lease = redlock.acquire("report:daily", Duration::from_secs(2)).await?;
+//! let token = lease.fence().expect("fencing on");
+//! let held = lease.auto_renew(RenewOptions::default());
+//! tokio::select! {
+//!     reason = held.lost() => eprintln!("lost the lease: {reason}; stop writing"),
+//!     () = async { /* work, sending `token` with every write */ } => {}
+//! }
+//! held.release().await;
+//! # Ok(()) }
+//! ```
+//!
+//! ## Trade-offs
+//! Read this before protecting data with any lock with a timeout.
+//! - **A lease is not a mutex.** The lock ends when its TTL runs out, whether or not the
+//!   holder is done. A holder paused by GC, swapping, a stopped VM or a slow disk wakes up
+//!   past its validity believing it still holds the lock, while someone else does.
+//!   Nothing in the lock service can stop that holder's next write. Only the resource
+//!   can: send the [`FenceToken`] with each write and have the resource reject smaller
+//!   ones — best by claiming the token *before* reading (see the `redlock-chaos`
+//!   crate's fenced counter). Check [`Lease::is_valid`] between steps; it narrows the
+//!   window, it does not close it.
+//! - **Clocks.** Validity assumes the servers' clocks advance at nearly the rate of
+//!   ours (the drift allowance is 1 % + 2 ms). A server clock that *jumps* (manual change,
+//!   NTP step) expires keys early and two holders can overlap. Run servers with slewing
+//!   time sync, not stepping.
+//! - **Restarts without persistence.** A primary that restarts empty forgets the keys
+//!   it held; a second client can then gather a majority while the first still holds
+//!   its lease. Use `appendonly yes` with `appendfsync always`, or keep a restarted node
+//!   out for longer than the TTL. The same amnesia weakens fencing tokens (see [`fence`]).
+//! - **Majority loss.** With fewer than a quorum of nodes reachable, acquires fail
+//!   (cleanly, with [`LockError::QuorumNotReached`]); nobody gets the lock.
+//! - **Network delays.** A reply that arrives after its node's deadline is a lost vote; a
+//!   key set by it belongs to the lease anyway and is released with it.
+//! - **What the lock cannot promise:** mutual exclusion under unbounded pauses, clock
+//!   jumps or more than N − quorum amnesic nodes. Use it to avoid duplicate work, and
+//!   fence the writes where correctness matters.
+//!
+//! ## Layout
+//! - [`config`]: the [`Builder`], defaults and validation.
+//! - `client`: [`Redlock`], the acquire (single attempt and waiting).
+//! - `quorum`: parallel fan-out that decides as early as possible.
+//! - [`validity`]: the validity and quorum arithmetic.
+//! - [`fence`]: fencing tokens and why they grow.
+//! - `lease`: the held [`Lease`], extend and release.
+//! - `renew`: [`RenewingLease`], the background renewer and its loss signal.
+//! - `notify`: release notifications for waiters.
+//! - `script`: the Lua scripts. `node`: one primary and its deadline. `token`: owner tokens.
+//! - [`error`]: [`ConfigError`], [`LockError`], per-node failures.
+
+mod client;
+pub mod config;
+pub mod error;
+pub mod fence;
+mod lease;
+mod node;
+mod notify;
+mod quorum;
+mod renew;
+mod script;
+mod token;
+pub mod validity;
+
+pub(crate) use client::Shared;
+
+pub use client::Redlock;
+pub use config::Builder;
+pub use error::{ConfigError, LockError, NodeError, NodeFailure, NodeFailureReason};
+pub use fence::FenceToken;
+pub use lease::{Lease, NodeOutcome, NodeReport, ReleaseOutcome, ReleaseReport};
+pub use renew::{LeaseStatus, LossReason, RenewOptions, RenewingLease};
+pub use validity::quorum;

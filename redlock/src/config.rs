@@ -1,0 +1,366 @@
+//! The builder, its defaults, and the validation done once at `build()`.
+
+use std::time::Duration;
+
+use redis::IntoConnectionInfo;
+
+use crate::error::ConfigError;
+use crate::node::Node;
+use crate::validity;
+use crate::{Redlock, Shared};
+
+/// Lease time when none is set.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
+/// Fraction of the TTL set aside for server clocks running fast (plus a fixed 2 ms).
+pub const DEFAULT_DRIFT_FACTOR: f64 = 0.01;
+/// Divisor that derives the per-node deadline from the TTL when none is set (`ttl / 10`).
+pub const DEFAULT_NODE_TIMEOUT_DIVISOR: u32 = 10;
+/// Upper bound of a derived per-node deadline: a node that slow is better counted as down.
+pub const MAX_DERIVED_NODE_TIMEOUT: Duration = Duration::from_millis(500);
+/// Lower bound of a derived per-node deadline.
+pub const MIN_DERIVED_NODE_TIMEOUT: Duration = Duration::from_millis(2);
+/// Mean pause between attempts of a waiting acquire when no release is heard (jittered ±50 %).
+pub const DEFAULT_RETRY_DELAY: Duration = Duration::from_millis(50);
+
+/// Validated settings shared by a client and its leases.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub(crate) ttl: Duration,
+    pub(crate) drift: Duration,
+    pub(crate) drift_factor: f64,
+    pub(crate) node_timeout: Duration,
+    pub(crate) node_timeout_explicit: bool,
+    pub(crate) retry_delay: Duration,
+    pub(crate) key_prefix: String,
+    pub(crate) fencing: bool,
+    pub(crate) notify: bool,
+}
+
+impl Settings {
+    /// Checks every rule and derives the dependent values.
+    pub(crate) fn validated(
+        ttl: Duration,
+        drift_factor: f64,
+        node_timeout: Option<Duration>,
+        retry_delay: Duration,
+        key_prefix: String,
+        fencing: bool,
+        notify: bool,
+    ) -> Result<Self, ConfigError> {
+        if ttl.is_zero() {
+            return Err(ConfigError::ZeroTtl);
+        }
+        if u64::try_from(ttl.as_millis()).map_or(true, |ms| ms > i64::MAX as u64) {
+            return Err(ConfigError::TtlTooLarge { ttl });
+        }
+        if !(0.0..1.0).contains(&drift_factor) {
+            return Err(ConfigError::InvalidDriftFactor {
+                factor: drift_factor,
+            });
+        }
+        let drift = validity::drift(ttl, drift_factor).ok_or(ConfigError::InvalidDriftFactor {
+            factor: drift_factor,
+        })?;
+        if drift >= ttl {
+            return Err(ConfigError::DriftExceedsTtl { drift, ttl });
+        }
+        let (node_timeout, explicit) = match node_timeout {
+            Some(t) => (t, true),
+            None => (derived_node_timeout(ttl), false),
+        };
+        if node_timeout.is_zero() {
+            return Err(ConfigError::ZeroNodeTimeout);
+        }
+        if node_timeout >= ttl {
+            return Err(ConfigError::NodeTimeoutTooLong {
+                timeout: node_timeout,
+                ttl,
+            });
+        }
+        if retry_delay.is_zero() {
+            return Err(ConfigError::ZeroRetryDelay);
+        }
+        Ok(Settings {
+            ttl,
+            drift,
+            drift_factor,
+            node_timeout,
+            node_timeout_explicit: explicit,
+            retry_delay,
+            key_prefix,
+            fencing,
+            notify,
+        })
+    }
+
+    /// Settings with another TTL, re-deriving what depends on it.
+    pub(crate) fn with_ttl(&self, ttl: Duration) -> Result<Self, ConfigError> {
+        Self::validated(
+            ttl,
+            self.drift_factor,
+            self.node_timeout_explicit.then_some(self.node_timeout),
+            self.retry_delay,
+            self.key_prefix.clone(),
+            self.fencing,
+            self.notify,
+        )
+    }
+
+    pub(crate) fn ttl_ms(&self) -> u64 {
+        // Checked in `validated`: fits in i64 milliseconds.
+        u64::try_from(self.ttl.as_millis()).unwrap_or(i64::MAX as u64)
+    }
+}
+
+/// `ttl / 10`, kept within [`MIN_DERIVED_NODE_TIMEOUT`, `MAX_DERIVED_NODE_TIMEOUT`] and below the TTL.
+fn derived_node_timeout(ttl: Duration) -> Duration {
+    let t = (ttl / DEFAULT_NODE_TIMEOUT_DIVISOR)
+        .clamp(MIN_DERIVED_NODE_TIMEOUT, MAX_DERIVED_NODE_TIMEOUT);
+    if t >= ttl { ttl / 2 } else { t }
+}
+
+/// Builds a [`Redlock`] client. Every setting has a documented default; [`Builder::build`]
+/// validates them all at once.
+///
+/// ```
+/// use std::time::Duration;
+/// let lock = fenced_redlock::Redlock::builder([
+///     "redis://127.0.0.1:7001", "redis://127.0.0.1:7002", "redis://127.0.0.1:7003",
+/// ])
+/// .ttl(Duration::from_secs(5))
+/// .fencing(true)
+/// .build();
+/// # // Building connects lazily: no server is needed here.
+/// # drop(lock);
+/// ```
+#[derive(Debug, Clone)]
+#[must_use = "a builder does nothing until build() is called"]
+pub struct Builder {
+    urls: Vec<String>,
+    ttl: Duration,
+    drift_factor: f64,
+    node_timeout: Option<Duration>,
+    retry_delay: Duration,
+    key_prefix: String,
+    fencing: bool,
+    notify: bool,
+}
+
+impl Builder {
+    pub(crate) fn new<I, S>(urls: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        Builder {
+            urls: urls.into_iter().map(|u| u.as_ref().to_owned()).collect(),
+            ttl: DEFAULT_TTL,
+            drift_factor: DEFAULT_DRIFT_FACTOR,
+            node_timeout: None,
+            retry_delay: DEFAULT_RETRY_DELAY,
+            key_prefix: String::new(),
+            fencing: false,
+            notify: true,
+        }
+    }
+
+    /// Lease time to live (default [`DEFAULT_TTL`]). Sent as `PX` in whole milliseconds.
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = ttl;
+        self
+    }
+
+    /// Drift factor (default [`DEFAULT_DRIFT_FACTOR`]); drift = ttl × factor + 2 ms.
+    pub fn drift_factor(mut self, factor: f64) -> Self {
+        self.drift_factor = factor;
+        self
+    }
+
+    /// Deadline of every single node call (default `ttl / 10`, between 2 ms and 500 ms).
+    /// A node that misses it counts as a failed vote, so one frozen node cannot stall a call.
+    pub fn node_timeout(mut self, timeout: Duration) -> Self {
+        self.node_timeout = Some(timeout);
+        self
+    }
+
+    /// Mean pause between attempts of a waiting acquire when no release was heard
+    /// (default [`DEFAULT_RETRY_DELAY`], jittered ±50 %).
+    pub fn retry_delay(mut self, delay: Duration) -> Self {
+        self.retry_delay = delay;
+        self
+    }
+
+    /// Prefix put in front of every resource name to form the key (default: none, so
+    /// other Redlock clients locking the same name exclude us and we them).
+    pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.key_prefix = prefix.into();
+        self
+    }
+
+    /// Hand out fencing tokens (default off). Costs a second round trip per acquire;
+    /// see the crate docs for what the token guarantees.
+    pub fn fencing(mut self, on: bool) -> Self {
+        self.fencing = on;
+        self
+    }
+
+    /// Let releases wake waiters through PUBLISH/SUBSCRIBE (default on). Off, waiters
+    /// only poll every `retry_delay`.
+    pub fn notify_waiters(mut self, on: bool) -> Self {
+        self.notify = on;
+        self
+    }
+
+    /// Validates the configuration and creates the client. Connections are made lazily
+    /// and reconnect by themselves: a node that is down now is a failed vote later, not
+    /// an error here.
+    ///
+    /// # Errors
+    /// A [`ConfigError`] naming the setting to change.
+    pub fn build(self) -> Result<Redlock, ConfigError> {
+        let settings = Settings::validated(
+            self.ttl,
+            self.drift_factor,
+            self.node_timeout,
+            self.retry_delay,
+            self.key_prefix,
+            self.fencing,
+            self.notify,
+        )?;
+        if self.urls.is_empty() {
+            return Err(ConfigError::NoNodes);
+        }
+        let mut nodes: Vec<Node> = Vec::with_capacity(self.urls.len());
+        for (index, url) in self.urls.iter().enumerate() {
+            let info =
+                url.as_str()
+                    .into_connection_info()
+                    .map_err(|e| ConfigError::InvalidUrl {
+                        index,
+                        reason: redact(&e.to_string(), url),
+                    })?;
+            let node = Node::new(index, info, &settings).map_err(|e| ConfigError::InvalidUrl {
+                index,
+                reason: redact(&e.to_string(), url),
+            })?;
+            if let Some(first) = nodes.iter().find(|n| n.identity() == node.identity()) {
+                return Err(ConfigError::DuplicateNode {
+                    first: first.index(),
+                    second: index,
+                    addr: node.addr().to_owned(),
+                });
+            }
+            nodes.push(node);
+        }
+        Ok(Redlock::from_shared(Shared::new(nodes), settings))
+    }
+}
+
+/// Removes anything that looks like the URL's password from a message.
+fn redact(message: &str, url: &str) -> String {
+    let password = url
+        .split_once("://")
+        .and_then(|(_, rest)| rest.split_once('@'))
+        .and_then(|(userinfo, _)| userinfo.rsplit_once(':').map(|(_, p)| p))
+        .filter(|p| !p.is_empty());
+    match password {
+        Some(p) => message.replace(p, "***"),
+        None => message.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn five() -> Vec<String> {
+        (0..5)
+            .map(|i| format!("redis://127.0.0.1:{}", 7000 + i))
+            .collect()
+    }
+
+    #[test]
+    fn defaults_build() {
+        let r = Builder::new(five()).build().expect("valid");
+        assert_eq!(r.nodes(), 5);
+        assert_eq!(r.quorum(), 3);
+        assert_eq!(r.settings().node_timeout, Duration::from_millis(500));
+        assert_eq!(r.settings().drift, Duration::from_millis(102));
+    }
+
+    #[test]
+    fn derived_timeout_follows_ttl() {
+        let r = Builder::new(five())
+            .ttl(Duration::from_millis(200))
+            .build()
+            .expect("valid");
+        assert_eq!(r.settings().node_timeout, Duration::from_millis(20));
+        let r = Builder::new(five())
+            .ttl(Duration::from_millis(3))
+            .drift_factor(0.0)
+            .build()
+            .expect("valid");
+        assert!(r.settings().node_timeout < Duration::from_millis(3));
+    }
+
+    #[test]
+    fn bad_input_is_a_typed_error() {
+        let e = |b: Builder| b.build().expect_err("must be refused");
+        assert_eq!(e(Builder::new(Vec::<String>::new())), ConfigError::NoNodes);
+        assert_eq!(
+            e(Builder::new(five()).ttl(Duration::ZERO)),
+            ConfigError::ZeroTtl
+        );
+        assert!(matches!(
+            e(Builder::new(["redis://a:1", "redis://b:2", "redis://a:1"])),
+            ConfigError::DuplicateNode {
+                first: 0,
+                second: 2,
+                ..
+            }
+        ));
+        assert!(matches!(
+            e(Builder::new(["redis://a:1", "http://b:2"])),
+            ConfigError::InvalidUrl { index: 1, .. }
+        ));
+        assert!(matches!(
+            e(Builder::new(five()).ttl(Duration::from_millis(2))),
+            ConfigError::DriftExceedsTtl { .. }
+        ));
+        assert!(matches!(
+            e(Builder::new(five()).drift_factor(1.5)),
+            ConfigError::InvalidDriftFactor { .. }
+        ));
+        assert!(matches!(
+            e(Builder::new(five())
+                .ttl(Duration::from_secs(1))
+                .node_timeout(Duration::from_secs(1))),
+            ConfigError::NodeTimeoutTooLong { .. }
+        ));
+        assert_eq!(
+            e(Builder::new(five()).node_timeout(Duration::ZERO)),
+            ConfigError::ZeroNodeTimeout
+        );
+        assert_eq!(
+            e(Builder::new(five()).retry_delay(Duration::ZERO)),
+            ConfigError::ZeroRetryDelay
+        );
+    }
+
+    #[test]
+    fn messages_never_show_passwords() {
+        let err = Builder::new(["redis://user:hunter2@host:notaport"])
+            .build()
+            .expect_err("bad port");
+        assert!(!err.to_string().contains("hunter2"), "{err}");
+    }
+
+    #[test]
+    fn another_database_on_the_same_server_is_a_duplicate() {
+        // One process fails as one: two databases on it would be two votes for one failure.
+        assert!(matches!(
+            Builder::new(["redis://a:1/0", "redis://a:1/1"]).build(),
+            Err(ConfigError::DuplicateNode { .. })
+        ));
+    }
+}

@@ -1,0 +1,254 @@
+//! Typed errors: one for building a client, one for using it.
+
+use std::fmt;
+use std::time::Duration;
+
+/// A configuration the builder refused. Returned by [`crate::Builder::build`];
+/// each message says what to change.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// No node URL was given.
+    #[error(
+        "no nodes configured: pass at least one redis:// URL (an odd number such as 5 is recommended)"
+    )]
+    NoNodes,
+    /// A URL could not be parsed.
+    #[error(
+        "node #{index} has an unusable URL ({reason}); expected redis://[user:password@]host:port[/db] or rediss://…"
+    )]
+    InvalidUrl {
+        /// Position of the URL in the list, from 0.
+        index: usize,
+        /// What the parser said (with any password removed).
+        reason: String,
+    },
+    /// The same server appears twice: it would count two votes.
+    #[error(
+        "nodes #{first} and #{second} are the same server ({addr}); list every primary once, or the quorum is meaningless"
+    )]
+    DuplicateNode {
+        /// Position of the first occurrence.
+        first: usize,
+        /// Position of the repeat.
+        second: usize,
+        /// The address both name.
+        addr: String,
+    },
+    /// The lease time is zero.
+    #[error("ttl is zero: a lease needs a positive time to live, e.g. 10s")]
+    ZeroTtl,
+    /// The TTL does not fit the server's millisecond integer.
+    #[error("ttl {ttl:?} is too large: PX takes whole milliseconds below 2^63")]
+    TtlTooLarge {
+        /// The rejected TTL.
+        ttl: Duration,
+    },
+    /// The drift allowance swallows the whole TTL.
+    #[error(
+        "clock drift allowance {drift:?} is not below ttl {ttl:?}: lower the drift factor or raise the ttl"
+    )]
+    DriftExceedsTtl {
+        /// Computed drift (factor × ttl + 2 ms).
+        drift: Duration,
+        /// Configured TTL.
+        ttl: Duration,
+    },
+    /// A drift factor that is negative, NaN or ≥ 1.
+    #[error("drift factor {factor} is out of range: use a number in [0, 1), typically 0.01")]
+    InvalidDriftFactor {
+        /// The rejected factor.
+        factor: f64,
+    },
+    /// The per-node deadline is not shorter than the TTL.
+    #[error(
+        "node timeout {timeout:?} is not below ttl {ttl:?}: a single slow node could eat the whole lease; use a node timeout well under the ttl (default ttl/10)"
+    )]
+    NodeTimeoutTooLong {
+        /// Configured per-node deadline.
+        timeout: Duration,
+        /// Configured TTL.
+        ttl: Duration,
+    },
+    /// A per-node deadline of zero would fail every call.
+    #[error(
+        "node timeout is zero: every node call would time out; use a few milliseconds at least"
+    )]
+    ZeroNodeTimeout,
+    /// Retry delay of zero would spin.
+    #[error("retry delay is zero: waiting acquires would spin; use at least 1ms")]
+    ZeroRetryDelay,
+}
+
+/// What went wrong on one node during one call.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum NodeError {
+    /// The node did not answer within its deadline.
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+    /// The node answered with an error, or the connection failed.
+    #[error("{0}")]
+    Redis(String),
+    /// The server refused our credentials.
+    #[error("authentication failed: {0}")]
+    Auth(String),
+    /// The node answered something the protocol does not allow here.
+    #[error("unexpected reply: {0}")]
+    Protocol(String),
+}
+
+impl NodeError {
+    pub(crate) fn from_redis(err: &redis::RedisError) -> Self {
+        let text = err.to_string();
+        let lower = text.to_ascii_lowercase();
+        if lower.contains("noauth")
+            || lower.contains("wrongpass")
+            || lower.contains("authentication")
+            || lower.contains("noperm")
+        {
+            NodeError::Auth(text)
+        } else {
+            NodeError::Redis(text)
+        }
+    }
+
+    /// True when the node did not answer in time (frozen, partitioned or slow).
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, NodeError::Timeout(_))
+    }
+}
+
+/// A node's failure, named by its address (never with a password).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeFailure {
+    /// `host:port` of the node.
+    pub addr: String,
+    /// Why its vote was missing.
+    pub reason: NodeFailureReason,
+}
+
+/// Why a node did not grant, extend or release.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NodeFailureReason {
+    /// The key is held by another token (or, for extend, is gone).
+    NotOurs,
+    /// The node failed or did not answer.
+    Error(NodeError),
+    /// The decision was made before this node answered.
+    NoAnswerYet,
+}
+
+impl fmt::Display for NodeFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.reason {
+            NodeFailureReason::NotOurs => write!(f, "node {}: held by another owner", self.addr),
+            NodeFailureReason::Error(e) => write!(f, "node {}: {e}", self.addr),
+            NodeFailureReason::NoAnswerYet => write!(f, "node {}: no answer yet", self.addr),
+        }
+    }
+}
+
+/// Joins node failures as `node a: …; node b: …`.
+pub(crate) struct FailureList<'a>(pub(crate) &'a [NodeFailure]);
+
+impl fmt::Display for FailureList<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, failure) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            write!(f, "{failure}")?;
+        }
+        Ok(())
+    }
+}
+
+/// An acquire, extend or release that did not succeed.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum LockError {
+    /// Fewer than a majority of nodes said yes.
+    #[error("lock {resource:?}: granted {granted} of {nodes}, needed {required}: {}", FailureList(.failures))]
+    QuorumNotReached {
+        /// The resource asked for.
+        resource: String,
+        /// Nodes that said yes.
+        granted: usize,
+        /// Majority needed.
+        required: usize,
+        /// Nodes in the cluster.
+        nodes: usize,
+        /// Why the others did not.
+        failures: Vec<NodeFailure>,
+    },
+    /// A majority said yes but too late: no validity was left.
+    #[error(
+        "lock {resource:?}: a majority agreed but the attempt took {elapsed:?} of a {ttl:?} ttl, leaving no validity; raise the ttl or lower node latency"
+    )]
+    NoValidityLeft {
+        /// The resource asked for.
+        resource: String,
+        /// Time the attempt took.
+        elapsed: Duration,
+        /// TTL requested.
+        ttl: Duration,
+    },
+    /// Waiting for the lock ran past its deadline.
+    #[error(
+        "lock {resource:?}: not acquired within {waited:?} ({attempts} attempts); last: {last}"
+    )]
+    WaitTimeout {
+        /// The resource asked for.
+        resource: String,
+        /// How long it waited.
+        waited: Duration,
+        /// Attempts made.
+        attempts: u32,
+        /// The last attempt's failure.
+        last: Box<LockError>,
+    },
+    /// An empty resource name.
+    #[error("empty resource name: name the thing you lock, e.g. \"orders:42\"")]
+    EmptyResource,
+    /// The lease is no longer held (validity ran out or the keys are gone).
+    #[error("lease on {resource:?} is lost: {reason}")]
+    LeaseLost {
+        /// The resource of the lease.
+        resource: String,
+        /// Why.
+        reason: crate::LossReason,
+    },
+    /// The fencing counter would overflow (2^53, the largest integer Lua holds exactly).
+    #[error(
+        "fencing counter of {resource:?} is exhausted (reached {value}); reset it deliberately"
+    )]
+    FenceExhausted {
+        /// The resource.
+        resource: String,
+        /// The stored value.
+        value: u64,
+    },
+}
+
+impl LockError {
+    /// True for failures that a later attempt may not see (contention, node faults, timing).
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            LockError::QuorumNotReached { .. } | LockError::NoValidityLeft { .. }
+        )
+    }
+
+    /// True when every missing vote was contention (the resource is simply held).
+    pub fn is_contended(&self) -> bool {
+        match self {
+            LockError::QuorumNotReached { failures, .. } => failures
+                .iter()
+                .any(|f| f.reason == NodeFailureReason::NotOurs),
+            LockError::WaitTimeout { last, .. } => last.is_contended(),
+            _ => false,
+        }
+    }
+}

@@ -1,0 +1,128 @@
+//! Fencing tokens: numbers that grow from grant to grant of a resource.
+//!
+//! # How a token is made
+//! Each node keeps, beside the lock key `K`, a counter `K:fence` (no expiry). The acquire's
+//! first round is one atomic script per node: `SET K token NX PX ttl` and, if that
+//! succeeded, read `K:fence`. With a quorum of yes votes the client takes
+//! `t = max(fences read) + 1` and, in a second round sent to **every** node, raises
+//! `K:fence` to `t` where it is lower and asks whether `K` still holds our token. The
+//! lease is returned only if a quorum answered "still ours" — so `t` was written to a
+//! quorum while the lock was held there — and only with the validity recomputed after
+//! both rounds.
+//!
+//! # Why a later grant gets a larger token
+//! Let grant A with token `a` be returned, and grant B's first round succeed later.
+//! A wrote `a` to a set `W` of at least `q = N/2 + 1` nodes, each while A's key was
+//! present there. B's `SET NX` succeeded on a set `Q` of `q` nodes. Since `2q > N`, some
+//! node `n` lies in both. On `n`, B's `SET NX` could succeed only after A's key was gone
+//! (expired or released), which is after A's fence write, which needed A's key. B reads
+//! the fence in the same atomic step, so it reads at least `a` and picks `b ≥ a + 1`.
+//! The counter itself only ever rises (`set-if-greater`), so nothing else can lower it.
+//!
+//! # What breaks it
+//! - **Amnesia.** A node that restarts without its data (no AOF, `FLUSHALL`) forgets its
+//!   counter. If `n` above is such a node, B may read a stale maximum. The guarantee
+//!   holds while the nodes that kept `a` and B's quorum still overlap: when A's fence
+//!   reached all `N` nodes (the normal case: the second round goes to every node, and a
+//!   release on the same connections runs after it), up to `N − q` nodes may lose their
+//!   data; when it reached only a bare quorum, none may. Restart amnesic nodes only after
+//!   they have been out for longer than the TTL *and* re-seed them — or run with
+//!   `appendfsync always`.
+//! - **Clock jumps.** If a node's clock jumps forward, A's key expires early there, B may
+//!   take the lock while A still believes it holds it: mutual exclusion fails, but the
+//!   argument above still holds, so B's token is still larger and a fenced resource
+//!   rejects A. Tokens are only as monotonic as the counters are durable.
+//! - **Integers.** Counters live as Lua numbers (doubles); tokens stop at 2^53 with
+//!   [`LockError::FenceExhausted`](crate::LockError::FenceExhausted).
+//!
+//! The token is fixed for the life of a lease: extends and renewals keep it.
+
+use std::fmt;
+
+/// The largest token: the largest integer a Lua number holds exactly.
+pub const MAX_FENCE: u64 = 1 << 53;
+
+/// A fencing token: strictly greater than the token of any earlier returned grant of the
+/// same resource, under the conditions in the [module docs](self). Send it with every
+/// write and let the resource reject writes carrying a smaller one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct FenceToken(u64);
+
+impl FenceToken {
+    /// Wraps a raw value (e.g. one read back from your database).
+    pub const fn new(value: u64) -> Self {
+        FenceToken(value)
+    }
+
+    /// The number, for storing next to the data it protects.
+    pub const fn get(self) -> u64 {
+        self.0
+    }
+
+    /// As `i64` for SQL `bigint` columns (tokens stop at 2^53, so this never truncates).
+    pub fn as_i64(self) -> i64 {
+        i64::try_from(self.0).unwrap_or(i64::MAX)
+    }
+
+    /// The token after the largest counter read from a quorum, or `None` when exhausted.
+    pub(crate) fn next_after<'a>(read: impl IntoIterator<Item = &'a i64>) -> Result<Self, u64> {
+        let max = read
+            .into_iter()
+            .map(|v| u64::try_from(*v).unwrap_or(0))
+            .max()
+            .unwrap_or(0);
+        match max.checked_add(1) {
+            Some(next) if next <= MAX_FENCE => Ok(FenceToken(next)),
+            _ => Err(max),
+        }
+    }
+}
+
+impl fmt::Display for FenceToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn next_is_max_plus_one() {
+        assert_eq!(FenceToken::next_after(&[3, 9, 0]), Ok(FenceToken(10)));
+        assert_eq!(FenceToken::next_after(&[]), Ok(FenceToken(1)));
+        assert_eq!(FenceToken::next_after(&[-5]), Ok(FenceToken(1)));
+    }
+
+    #[test]
+    fn exhausted_at_two_to_the_53() {
+        let max = MAX_FENCE as i64;
+        assert_eq!(
+            FenceToken::next_after(&[max - 1]),
+            Ok(FenceToken(MAX_FENCE))
+        );
+        assert_eq!(FenceToken::next_after(&[max]), Err(MAX_FENCE));
+    }
+
+    proptest! {
+        /// Any quorum that shares a node with an earlier writer's quorum reads at least
+        /// the earlier token, so the next token is larger.
+        #[test]
+        fn intersecting_quorums_give_larger_tokens(
+            counters in proptest::collection::vec(0i64..1_000_000, 5),
+            written in proptest::sample::subsequence((0..5usize).collect::<Vec<_>>(), 3..=5),
+            reader in proptest::sample::subsequence((0..5usize).collect::<Vec<_>>(), 3..=5),
+        ) {
+            let first = FenceToken::next_after(&counters).expect("small");
+            let mut after = counters.clone();
+            for i in &written {
+                after[*i] = after[*i].max(first.as_i64());
+            }
+            let read: Vec<i64> = reader.iter().map(|i| after[*i]).collect();
+            let second = FenceToken::next_after(&read).expect("small");
+            prop_assert!(second > first);
+        }
+    }
+}

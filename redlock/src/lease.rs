@@ -1,0 +1,384 @@
+//! The held lock: what it knows, how it is extended and released.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tracing::Instrument;
+
+use crate::client::Redlock;
+use crate::error::{LockError, NodeError};
+use crate::fence::FenceToken;
+use crate::node::{NativeDelete, Node};
+use crate::notify;
+use crate::quorum::{self, Tally, Until};
+use crate::renew::{RenewOptions, RenewingLease};
+use crate::script;
+use crate::token::Token;
+use crate::validity;
+
+/// How one node answered the acquire.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NodeOutcome {
+    /// It set our key.
+    Granted,
+    /// Another owner holds the key there.
+    Held,
+    /// It failed or missed its deadline.
+    Failed(NodeError),
+    /// The quorum was decided before it answered (its answer is still consumed; if it
+    /// granted, the key is part of this lease and is released with it).
+    NoAnswer,
+}
+
+/// One node's part in an acquire.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeReport {
+    /// `host:port`.
+    pub addr: String,
+    /// What it said.
+    pub outcome: NodeOutcome,
+    /// How long it took to say it (both rounds with fencing); `None` if it had not answered.
+    pub latency: Option<Duration>,
+}
+
+/// How one node answered a release.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ReleaseOutcome {
+    /// Our key was there and is deleted.
+    Released,
+    /// No key: it expired, the node lost it, or it was never set there.
+    AlreadyGone,
+    /// The key holds another owner's token; it was left alone.
+    NotOurs,
+    /// The node failed or missed its deadline; the key expires by itself.
+    Failed(NodeError),
+}
+
+/// What a release did on each node, in node order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReleaseReport {
+    /// `(host:port, outcome)` per node.
+    pub nodes: Vec<(String, ReleaseOutcome)>,
+}
+
+impl ReleaseReport {
+    /// Nodes where our key was deleted.
+    pub fn released(&self) -> usize {
+        self.nodes
+            .iter()
+            .filter(|(_, o)| *o == ReleaseOutcome::Released)
+            .count()
+    }
+}
+
+/// A held lock. It is valid until [`Lease::valid_until`] on this process's monotonic clock;
+/// do the protected work before then, or [`extend`](Lease::extend) it, or let
+/// [`auto_renew`](Lease::auto_renew) do so.
+///
+/// Release it with [`release`](Lease::release). If it is only dropped, a best-effort
+/// release is spawned on the current Tokio runtime (if there is one) and its result is
+/// not reported; without a runtime the keys simply expire after the TTL, and until then
+/// nobody else can take the lock.
+#[must_use = "a lease is released only by release().await (dropping it releases in the background, unreported)"]
+#[derive(Debug)]
+pub struct Lease {
+    client: Redlock,
+    resource: String,
+    key: Arc<str>,
+    token: Token,
+    fence: Option<FenceToken>,
+    acquired_at: Instant,
+    valid_until: Instant,
+    elapsed: Duration,
+    nodes: Vec<NodeReport>,
+    pub(crate) attempts: u32,
+    done: bool,
+}
+
+impl Lease {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        client: Redlock,
+        resource: String,
+        key: Arc<str>,
+        token: Token,
+        fence: Option<FenceToken>,
+        acquired_at: Instant,
+        valid_until: Instant,
+        elapsed: Duration,
+        nodes: Vec<NodeReport>,
+    ) -> Self {
+        Lease {
+            client,
+            resource,
+            key,
+            token,
+            fence,
+            acquired_at,
+            valid_until,
+            elapsed,
+            nodes,
+            attempts: 1,
+            done: false,
+        }
+    }
+
+    /// The resource name.
+    pub fn resource(&self) -> &str {
+        &self.resource
+    }
+
+    /// The key set on the nodes (prefix + resource).
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// The fencing token, when the client has fencing on. Fixed for the lease's life.
+    pub fn fence(&self) -> Option<FenceToken> {
+        self.fence
+    }
+
+    /// When the winning attempt started (monotonic clock).
+    pub fn acquired_at(&self) -> Instant {
+        self.acquired_at
+    }
+
+    /// The end of validity: `attempt start + ttl − drift`, moved on by each extend.
+    pub fn valid_until(&self) -> Instant {
+        self.valid_until
+    }
+
+    /// Validity left now (zero once passed).
+    pub fn remaining(&self) -> Duration {
+        self.valid_until.saturating_duration_since(Instant::now())
+    }
+
+    /// Whether validity is left now. Check it before each step of protected work.
+    pub fn is_valid(&self) -> bool {
+        Instant::now() < self.valid_until
+    }
+
+    /// How long the winning attempt took.
+    pub fn elapsed(&self) -> Duration {
+        self.elapsed
+    }
+
+    /// Attempts made by the acquire that returned this lease.
+    pub fn attempts(&self) -> u32 {
+        self.attempts
+    }
+
+    /// What each node said to the winning attempt.
+    pub fn nodes(&self) -> &[NodeReport] {
+        &self.nodes
+    }
+
+    /// The client's TTL.
+    pub fn ttl(&self) -> Duration {
+        self.client.ttl()
+    }
+
+    pub(crate) fn client(&self) -> &Redlock {
+        &self.client
+    }
+
+    /// Resets the TTL on every node where our token still holds the key, and succeeds
+    /// only with a majority and validity left, measured from this call's start. On
+    /// failure nothing is deleted and the old validity stands. Returns the new validity.
+    ///
+    /// # Errors
+    /// [`LockError::LeaseLost`] when validity had already run out, else
+    /// [`LockError::QuorumNotReached`] / [`LockError::NoValidityLeft`].
+    pub async fn extend(&mut self) -> Result<Duration, LockError> {
+        let span = tracing::debug_span!("redlock.extend", resource = %self.resource);
+        self.extend_inner().instrument(span).await.map(|(v, _)| v)
+    }
+
+    /// Like `extend`, also telling how many nodes said "not ours".
+    pub(crate) async fn extend_inner(&mut self) -> Result<(Duration, usize), LockError> {
+        let started = Instant::now();
+        if started >= self.valid_until {
+            return Err(LockError::LeaseLost {
+                resource: self.resource.clone(),
+                reason: crate::LossReason::Expired,
+            });
+        }
+        let settings = self.client.settings();
+        let ttl_ms = settings.ttl_ms();
+        let nodes = &self.client.shared().nodes;
+        let required = self.client.quorum();
+        let tally: Tally<()> = quorum::fan_out(nodes, required, Until::Decided, |node| {
+            let (key, token) = (Arc::clone(&self.key), self.token.clone());
+            async move {
+                node.call(|mut c| async move {
+                    let r: i64 = script::EXTEND
+                        .key(&*key)
+                        .arg(token.as_str())
+                        .arg(ttl_ms)
+                        .invoke_async(&mut c)
+                        .await?;
+                    Ok((r == 1).then_some(()))
+                })
+                .await
+            }
+        })
+        .await;
+        if !tally.reached() {
+            return Err(LockError::QuorumNotReached {
+                resource: self.resource.clone(),
+                granted: tally.yes,
+                required,
+                nodes: nodes.len(),
+                failures: tally.failures(nodes),
+            });
+        }
+        let elapsed = started.elapsed();
+        let validity =
+            validity::validity(settings.ttl, elapsed, settings.drift).ok_or_else(|| {
+                LockError::NoValidityLeft {
+                    resource: self.resource.clone(),
+                    elapsed,
+                    ttl: settings.ttl,
+                }
+            })?;
+        self.valid_until = started + elapsed + validity;
+        Ok((validity, tally.not_ours()))
+    }
+
+    /// Deletes our key on every node (compare-and-delete: a key holding another token is
+    /// left alone) and wakes waiters. Waits for every node up to its deadline.
+    pub async fn release(mut self) -> ReleaseReport {
+        self.done = true;
+        let span = tracing::debug_span!("redlock.release", resource = %self.resource);
+        let channel = self.channel();
+        delete_everywhere(
+            &self.client.shared().nodes,
+            &self.key,
+            &self.token,
+            &channel,
+        )
+        .instrument(span)
+        .await
+    }
+
+    fn channel(&self) -> String {
+        let s = self.client.settings();
+        if s.notify {
+            notify::channel(&s.key_prefix)
+        } else {
+            String::new()
+        }
+    }
+
+    /// Hands the lease to a background renewer (see [`RenewingLease`]).
+    pub fn auto_renew(self, options: RenewOptions) -> RenewingLease {
+        RenewingLease::start(self, options)
+    }
+
+    /// Marks the lease as handed over (renewer owns the release).
+    pub(crate) fn disarm(&mut self) {
+        self.done = true;
+    }
+
+    pub(crate) fn rearm(&mut self) {
+        self.done = false;
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let nodes = self.client.shared().nodes.clone();
+        let (key, token, channel) = (Arc::clone(&self.key), self.token.clone(), self.channel());
+        runtime.spawn(async move {
+            delete_everywhere(&nodes, &key, &token, &channel).await;
+        });
+    }
+}
+
+/// Compare-and-delete on every node, waiting for each up to its deadline.
+pub(crate) async fn delete_everywhere(
+    nodes: &[Arc<Node>],
+    key: &Arc<str>,
+    token: &Token,
+    channel: &str,
+) -> ReleaseReport {
+    let channel: Arc<str> = Arc::from(channel);
+    let tally: Tally<i64> = quorum::fan_out(nodes, nodes.len(), Until::All, |node| {
+        let (key, token, channel) = (Arc::clone(key), token.clone(), Arc::clone(&channel));
+        async move {
+            let native = node.native_delete().await;
+            node.call(|mut c| async move {
+                delete_one(&mut c, native, &key, &token, &channel)
+                    .await
+                    .map(Some)
+            })
+            .await
+        }
+    })
+    .await;
+    ReleaseReport {
+        nodes: nodes
+            .iter()
+            .zip(tally.answers)
+            .map(|(node, answer)| {
+                let outcome = match answer {
+                    Some((Ok(Some(1)), _)) => ReleaseOutcome::Released,
+                    Some((Ok(Some(0) | None), _)) => ReleaseOutcome::AlreadyGone,
+                    Some((Ok(Some(_)), _)) => ReleaseOutcome::NotOurs,
+                    Some((Err(e), _)) => ReleaseOutcome::Failed(e),
+                    None => ReleaseOutcome::Failed(NodeError::Timeout(node.timeout)),
+                };
+                (node.addr().to_owned(), outcome)
+            })
+            .collect(),
+    }
+}
+
+/// 1 released, 0 gone, −1 not ours (the native commands cannot tell gone from not ours
+/// and report 0 for both).
+async fn delete_one(
+    c: &mut redis::aio::ConnectionManager,
+    native: NativeDelete,
+    key: &str,
+    token: &Token,
+    channel: &str,
+) -> redis::RedisResult<i64> {
+    let native_cmd = match native {
+        NativeDelete::None => {
+            return script::RELEASE
+                .key(key)
+                .arg(token.as_str())
+                .arg(channel)
+                .invoke_async(c)
+                .await;
+        }
+        NativeDelete::DelIfEq => {
+            let mut cmd = redis::cmd("DELIFEQ");
+            cmd.arg(key).arg(token.as_str());
+            cmd
+        }
+        NativeDelete::DelEx => {
+            let mut cmd = redis::cmd("DELEX");
+            cmd.arg(key).arg("IFEQ").arg(token.as_str());
+            cmd
+        }
+    };
+    let deleted: i64 = native_cmd.query_async(c).await?;
+    if deleted == 1 && !channel.is_empty() {
+        let _: i64 = redis::cmd("PUBLISH")
+            .arg(channel)
+            .arg(key)
+            .query_async(c)
+            .await?;
+    }
+    Ok(deleted)
+}

@@ -1,0 +1,160 @@
+//! One primary: its address, its lazily connected multiplexed connection, and the
+//! per-call deadline.
+
+use std::future::Future;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{Client, ConnectionInfo, RedisResult};
+use tokio::sync::OnceCell;
+use tokio::time::Instant;
+
+use crate::config::Settings;
+use crate::error::NodeError;
+
+/// Reconnect attempts the connection manager makes per failure before giving up until the
+/// next call. Small on purpose: our own per-call deadline decides how long we wait.
+const RECONNECT_RETRIES: usize = 2;
+
+/// Whether a server has a native compare-and-delete, detected once per node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NativeDelete {
+    /// Neither command: use the Lua script.
+    None,
+    /// Valkey ≥ 9: `DELIFEQ key value`.
+    DelIfEq,
+    /// Redis ≥ 8.4: `DELEX key IFEQ value`.
+    DelEx,
+}
+
+/// A Redis or Valkey primary taking part in the quorum.
+pub(crate) struct Node {
+    index: usize,
+    addr: String,
+    client: Client,
+    manager_config: ConnectionManagerConfig,
+    conn: OnceCell<ConnectionManager>,
+    native_delete: OnceLock<NativeDelete>,
+    pub(crate) timeout: Duration,
+}
+
+impl std::fmt::Debug for Node {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Node")
+            .field("addr", &self.addr)
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
+impl Node {
+    pub(crate) fn new(
+        index: usize,
+        info: ConnectionInfo,
+        settings: &Settings,
+    ) -> RedisResult<Self> {
+        let addr = info.addr().to_string();
+        let client = Client::open(info)?;
+        let manager_config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(settings.node_timeout))
+            .set_response_timeout(None)
+            .set_number_of_retries(RECONNECT_RETRIES)
+            .set_min_delay(Duration::from_millis(10))
+            .set_max_delay(Duration::from_millis(200));
+        Ok(Node {
+            index,
+            addr,
+            client,
+            manager_config,
+            conn: OnceCell::new(),
+            native_delete: OnceLock::new(),
+            timeout: settings.node_timeout,
+        })
+    }
+
+    pub(crate) fn index(&self) -> usize {
+        self.index
+    }
+
+    /// `host:port`, safe to log (never the password).
+    pub(crate) fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    /// What makes two nodes the same failure domain: the server address.
+    pub(crate) fn identity(&self) -> &str {
+        &self.addr
+    }
+
+    /// A clone of the shared multiplexed connection, created on first use. Creation does
+    /// not connect, so it cannot fail on a node that is down.
+    fn connection(&self) -> RedisResult<ConnectionManager> {
+        if let Some(c) = self.conn.get() {
+            return Ok(c.clone());
+        }
+        let made = ConnectionManager::new_lazy_with_config(
+            self.client.clone(),
+            self.manager_config.clone(),
+        )?;
+        // A concurrent first call may have won; either connection is equivalent.
+        let _ = self.conn.set(made);
+        self.conn.get().cloned().ok_or_else(|| {
+            redis::RedisError::from((redis::ErrorKind::Client, "connection cell empty"))
+        })
+    }
+
+    pub(crate) fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// Runs `f` against this node's connection with the per-call deadline.
+    /// Returns the reply and how long it took.
+    pub(crate) async fn call<T, F, Fut>(&self, f: F) -> (Result<T, NodeError>, Duration)
+    where
+        F: FnOnce(ConnectionManager) -> Fut,
+        Fut: Future<Output = RedisResult<T>>,
+    {
+        let started = Instant::now();
+        let result = match self.connection() {
+            Err(e) => Err(NodeError::from_redis(&e)),
+            Ok(conn) => match tokio::time::timeout(self.timeout, f(conn)).await {
+                Err(_) => Err(NodeError::Timeout(self.timeout)),
+                Ok(Err(e)) => Err(NodeError::from_redis(&e)),
+                Ok(Ok(v)) => Ok(v),
+            },
+        };
+        (result, started.elapsed())
+    }
+
+    /// The native compare-and-delete this server offers, asked once and remembered.
+    /// Until the answer is known, the Lua script is used.
+    pub(crate) async fn native_delete(&self) -> NativeDelete {
+        if let Some(n) = self.native_delete.get() {
+            return *n;
+        }
+        let (reply, _) = self
+            .call(|mut c| async move {
+                redis::cmd("COMMAND")
+                    .arg("INFO")
+                    .arg("DELIFEQ")
+                    .arg("DELEX")
+                    .query_async::<redis::Value>(&mut c)
+                    .await
+            })
+            .await;
+        let Ok(redis::Value::Array(items)) = reply else {
+            // Unknown for now (node down): ask again next time.
+            return NativeDelete::None;
+        };
+        let known = |i: usize| !matches!(items.get(i), None | Some(redis::Value::Nil));
+        let found = if known(0) {
+            NativeDelete::DelIfEq
+        } else if known(1) {
+            NativeDelete::DelEx
+        } else {
+            NativeDelete::None
+        };
+        *self.native_delete.get_or_init(|| found)
+    }
+}

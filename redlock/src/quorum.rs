@@ -1,0 +1,130 @@
+//! Parallel fan-out with early decision.
+//!
+//! A call goes to every node at once. We stop waiting the moment the outcome is known —
+//! `required` yes votes, or so many no votes that `required` can no longer be reached —
+//! so the latency of a healthy acquire is that of the quorum-th fastest node, and a
+//! frozen node costs nothing unless its vote is needed. Calls still in flight are
+//! handed to a background task that drives them to their own deadlines: their commands
+//! reach the servers in order with anything we send later on the same connection.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::stream::{FuturesUnordered, StreamExt};
+
+use crate::error::{NodeError, NodeFailure, NodeFailureReason};
+use crate::node::Node;
+
+/// One node's answer: `Ok(Some(v))` yes, `Ok(None)` no (held by another / not ours).
+pub(crate) type Answer<T> = (Result<Option<T>, NodeError>, Duration);
+
+type Pending<T> = Pin<Box<dyn Future<Output = (usize, Answer<T>)> + Send>>;
+
+/// What each node said by the time the decision was made.
+#[derive(Debug)]
+pub(crate) struct Tally<T> {
+    /// Indexed like the nodes; `None` = no answer before the decision.
+    pub(crate) answers: Vec<Option<Answer<T>>>,
+    pub(crate) yes: usize,
+    pub(crate) required: usize,
+}
+
+impl<T> Tally<T> {
+    pub(crate) fn reached(&self) -> bool {
+        self.yes >= self.required
+    }
+
+    /// The values of the yes votes.
+    pub(crate) fn yes_values(&self) -> impl Iterator<Item = &T> {
+        self.answers.iter().filter_map(|a| {
+            a.as_ref()
+                .and_then(|(r, _)| r.as_ref().ok().and_then(Option::as_ref))
+        })
+    }
+
+    /// Every node that did not say yes, and why.
+    pub(crate) fn failures(&self, nodes: &[Arc<Node>]) -> Vec<NodeFailure> {
+        nodes
+            .iter()
+            .zip(&self.answers)
+            .filter_map(|(node, answer)| {
+                let reason = match answer {
+                    None => NodeFailureReason::NoAnswerYet,
+                    Some((Ok(Some(_)), _)) => return None,
+                    Some((Ok(None), _)) => NodeFailureReason::NotOurs,
+                    Some((Err(e), _)) => NodeFailureReason::Error(e.clone()),
+                };
+                Some(NodeFailure {
+                    addr: node.addr().to_owned(),
+                    reason,
+                })
+            })
+            .collect()
+    }
+
+    /// Nodes that said a definite "not ours".
+    pub(crate) fn not_ours(&self) -> usize {
+        self.answers
+            .iter()
+            .filter(|a| matches!(a, Some((Ok(None), _))))
+            .count()
+    }
+}
+
+/// How long to wait for answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Until {
+    /// Until the outcome is decided (quorum reached or impossible).
+    Decided,
+    /// Until every node has answered or hit its deadline.
+    All,
+}
+
+/// Sends `op` to every node in parallel and collects answers until `until` is met.
+pub(crate) async fn fan_out<T, F, Fut>(
+    nodes: &[Arc<Node>],
+    required: usize,
+    until: Until,
+    op: F,
+) -> Tally<T>
+where
+    T: Send + 'static,
+    F: Fn(Arc<Node>) -> Fut,
+    Fut: Future<Output = Answer<T>> + Send + 'static,
+{
+    let mut pending: FuturesUnordered<Pending<T>> = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, node)| {
+            let fut = op(Arc::clone(node));
+            Box::pin(async move { (i, fut.await) }) as Pending<T>
+        })
+        .collect();
+    let mut tally = Tally {
+        answers: (0..nodes.len()).map(|_| None).collect(),
+        yes: 0,
+        required,
+    };
+    let mut no = 0usize;
+    while let Some((i, answer)) = pending.next().await {
+        match &answer.0 {
+            Ok(Some(_)) => tally.yes += 1,
+            _ => no += 1,
+        }
+        if let Some(slot) = tally.answers.get_mut(i) {
+            *slot = Some(answer);
+        }
+        let decided = tally.yes >= required
+            || !crate::validity::quorum_still_possible_with(nodes.len(), required, no);
+        if until == Until::Decided && decided {
+            break;
+        }
+    }
+    if !pending.is_empty() {
+        // Keep polling the rest so every command is sent and its reply consumed.
+        tokio::spawn(async move { while pending.next().await.is_some() {} });
+    }
+    tally
+}
