@@ -141,9 +141,17 @@ impl Lease {
         self.fence
     }
 
-    /// When the winning attempt started (monotonic clock).
+    /// When the winning attempt started (monotonic clock). Validity is counted from here.
     pub fn acquired_at(&self) -> Instant {
         self.acquired_at
+    }
+
+    /// When the acquire returned: the moment the holder could know it held the lock.
+    /// Holding intervals `[granted_at, min(release, valid_until)]` of successive holders
+    /// never overlap while the lock's assumptions hold; `acquired_at` may precede a
+    /// previous holder's release, since an attempt can start before the key is freed.
+    pub fn granted_at(&self) -> Instant {
+        self.acquired_at + self.elapsed
     }
 
     /// The end of validity: `attempt start + ttl − drift`, moved on by each extend.

@@ -1,0 +1,447 @@
+//! The lock against real Redis 7 and Valkey 8 servers.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use fenced_redlock::{
+    LeaseStatus, LockError, LossReason, NodeError, NodeFailureReason, NodeOutcome, Redlock,
+    ReleaseOutcome, RenewOptions,
+};
+use redis::Commands;
+use support::{Cluster, Flavour};
+use tokio::time::Instant;
+
+fn client(cluster: &Cluster, ttl: Duration) -> Redlock {
+    Redlock::builder(cluster.urls())
+        .ttl(ttl)
+        .build()
+        .expect("valid config")
+}
+
+fn get(cluster: &Cluster, i: usize, key: &str) -> Option<String> {
+    cluster.servers[i].admin().get(key).expect("GET")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acquire_extend_release() {
+    for flavour in Flavour::ALL {
+        let cluster = Cluster::start(flavour, 5);
+        let redlock = client(&cluster, Duration::from_secs(2));
+        let mut lease = redlock.try_acquire("orders:1").await.expect("free lock");
+        assert!(lease.is_valid());
+        assert!(lease.remaining() <= Duration::from_secs(2) - redlock.drift());
+        assert!(
+            lease
+                .nodes()
+                .iter()
+                .filter(|n| n.outcome == NodeOutcome::Granted)
+                .count()
+                >= 3
+        );
+
+        for i in 0..5 {
+            let pttl: i64 = cluster.servers[i].admin().pttl("orders:1").expect("PTTL");
+            // Late grants may still be landing on the nodes the decision did not wait for.
+            assert!(
+                pttl <= 2000,
+                "{flavour:?} node {i}: PTTL {pttl} above the ttl"
+            );
+        }
+        // Held: a second attempt fails with a contention error.
+        let err = redlock.try_acquire("orders:1").await.expect_err("held");
+        assert!(err.is_contended(), "{err}");
+
+        let before = lease.valid_until();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        lease.extend().await.expect("extend");
+        assert!(lease.valid_until() > before);
+
+        let report = lease.release().await;
+        assert_eq!(report.released(), 5, "{flavour:?}: {report:?}");
+        for i in 0..5 {
+            assert_eq!(get(&cluster, i, "orders:1"), None);
+        }
+        redlock
+            .try_acquire("orders:1")
+            .await
+            .expect("free again")
+            .release()
+            .await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_of_five_down_still_locks_three_down_fails_with_quorum_error() {
+    for flavour in Flavour::ALL {
+        let mut cluster = Cluster::start(flavour, 5);
+        let redlock = client(&cluster, Duration::from_secs(1));
+        cluster.servers[0].kill();
+        cluster.servers[3].kill();
+        let lease = redlock
+            .try_acquire("two-down")
+            .await
+            .expect("3 of 5 is a majority");
+        lease.release().await;
+
+        cluster.servers[4].kill();
+        let started = Instant::now();
+        let wait = Duration::from_millis(300);
+        let err = redlock
+            .acquire("three-down", wait)
+            .await
+            .expect_err("2 of 5 is not");
+        assert!(
+            started.elapsed() < wait + Duration::from_secs(1),
+            "{:?}",
+            started.elapsed()
+        );
+        let LockError::WaitTimeout { last, .. } = &err else {
+            panic!("{err}")
+        };
+        let LockError::QuorumNotReached {
+            granted,
+            required,
+            nodes,
+            failures,
+            ..
+        } = &**last
+        else {
+            panic!("{last}")
+        };
+        assert_eq!((*granted, *required, *nodes), (2, 3, 5));
+        assert_eq!(failures.len(), 3);
+        let text = last.to_string();
+        assert!(text.contains("granted 2 of 5, needed 3"), "{text}");
+        assert!(text.contains(&cluster.servers[4].addr()), "{text}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_down_at_build_time_is_just_a_failed_vote() {
+    let mut cluster = Cluster::start(Flavour::Valkey, 5);
+    cluster.servers[1].kill();
+    let redlock = client(&cluster, Duration::from_secs(1));
+    let lease = redlock.try_acquire("late-node").await.expect("4 of 5 up");
+    assert!(matches!(
+        lease.nodes()[1].outcome,
+        NodeOutcome::Failed(_) | NodeOutcome::NoAnswer
+    ));
+    lease.release().await;
+    cluster.servers[1].restart();
+    // Reconnects by itself.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let lease = redlock.try_acquire("late-node").await.expect("lock");
+        let granted = lease.nodes()[1].outcome == NodeOutcome::Granted;
+        lease.release().await;
+        if granted {
+            break;
+        }
+        assert!(Instant::now() < deadline, "node 1 never rejoined");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn frozen_nodes_cost_at_most_their_deadline() {
+    for flavour in Flavour::ALL {
+        let cluster = Cluster::start(flavour, 5);
+        let node_timeout = Duration::from_millis(100);
+        let redlock = Redlock::builder(cluster.urls())
+            .ttl(Duration::from_secs(5))
+            .node_timeout(node_timeout)
+            .build()
+            .expect("valid");
+        // Warm the connections so the measurement is about the frozen node alone.
+        redlock
+            .try_acquire("warm")
+            .await
+            .expect("warm")
+            .release()
+            .await;
+
+        cluster.servers[2].freeze();
+        let started = Instant::now();
+        let lease = redlock
+            .try_acquire("frozen-one")
+            .await
+            .expect("4 of 5 answer");
+        assert!(
+            started.elapsed() < node_timeout,
+            "one frozen node delayed acquire: {:?}",
+            started.elapsed()
+        );
+        // Release waits for each node at most its deadline.
+        let started = Instant::now();
+        let report = lease.release().await;
+        assert!(
+            started.elapsed() < node_timeout * 3,
+            "{:?}",
+            started.elapsed()
+        );
+        assert!(
+            matches!(
+                report.nodes[2].1,
+                ReleaseOutcome::Failed(NodeError::Timeout(_))
+            ),
+            "{report:?}"
+        );
+
+        cluster.servers[0].freeze();
+        cluster.servers[4].freeze();
+        let started = Instant::now();
+        let err = redlock
+            .try_acquire("frozen-three")
+            .await
+            .expect_err("only 2 answer");
+        assert!(
+            started.elapsed() < node_timeout * 3,
+            "{:?}",
+            started.elapsed()
+        );
+        assert!(
+            matches!(err, LockError::QuorumNotReached { granted: 2, .. }),
+            "{err}"
+        );
+        for i in [0, 2, 4] {
+            cluster.servers[i].thaw();
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn contending_tasks_never_hold_overlapping_validity() {
+    for flavour in Flavour::ALL {
+        let cluster = Cluster::start(flavour, 5);
+        let redlock = client(&cluster, Duration::from_millis(500));
+        let origin = Instant::now();
+        let windows = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut tasks = Vec::new();
+        for _ in 0..8 {
+            let (redlock, windows) = (redlock.clone(), Arc::clone(&windows));
+            tasks.push(tokio::spawn(async move {
+                for _ in 0..15 {
+                    let lease = redlock
+                        .acquire("shared", Duration::from_secs(10))
+                        .await
+                        .expect("acquire");
+                    let start = lease.granted_at() - origin;
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                    // The holder stops using the lock when it releases or when validity ends,
+                    // whichever is first.
+                    let end = Instant::now().min(lease.valid_until()) - origin;
+                    windows.lock().expect("lock").push((start, end));
+                    lease.release().await;
+                }
+            }));
+        }
+        for t in tasks {
+            t.await.expect("task");
+        }
+        let mut w = windows.lock().expect("lock").clone();
+        assert_eq!(w.len(), 120);
+        w.sort();
+        for pair in w.windows(2) {
+            assert!(
+                pair[0].1 <= pair[1].0,
+                "{flavour:?}: overlapping holders {pair:?}"
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_and_extend_never_touch_another_owners_key() {
+    for flavour in Flavour::ALL {
+        let cluster = Cluster::start(flavour, 5);
+        let redlock = client(&cluster, Duration::from_secs(2));
+        let mut lease = redlock.try_acquire("stolen").await.expect("lock");
+        // Wait for late grants, then let "someone else" own the key everywhere.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        for s in &cluster.servers {
+            let _: () = s.admin().set_ex("stolen", "other-owner", 60).expect("SET");
+        }
+        let err = lease.extend().await.expect_err("not ours");
+        assert!(
+            matches!(err, LockError::QuorumNotReached { granted: 0, .. }),
+            "{err}"
+        );
+        for i in 0..5 {
+            let ttl: i64 = cluster.servers[i].admin().ttl("stolen").expect("TTL");
+            assert!(ttl > 50, "extend changed another owner's expiry: {ttl}");
+        }
+        let report = lease.release().await;
+        assert!(
+            report
+                .nodes
+                .iter()
+                .all(|(_, o)| *o == ReleaseOutcome::NotOurs),
+            "{report:?}"
+        );
+        for i in 0..5 {
+            assert_eq!(get(&cluster, i, "stolen").as_deref(), Some("other-owner"));
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_attempt_removes_its_keys_everywhere() {
+    let cluster = Cluster::start(Flavour::Redis, 5);
+    let redlock = client(&cluster, Duration::from_secs(5));
+    for i in 0..3 {
+        let _: () = cluster.servers[i]
+            .admin()
+            .set_ex("split", "other", 60)
+            .expect("SET");
+    }
+    let err = redlock
+        .try_acquire("split")
+        .await
+        .expect_err("3 held elsewhere");
+    assert!(matches!(err, LockError::QuorumNotReached { .. }), "{err}");
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while get(&cluster, 3, "split").is_some() || get(&cluster, 4, "split").is_some() {
+        assert!(
+            Instant::now() < deadline,
+            "keys of a failed attempt were left behind"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    for i in 0..3 {
+        assert_eq!(get(&cluster, i, "split").as_deref(), Some("other"));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renewer_keeps_the_lease_and_signals_loss() {
+    for flavour in Flavour::ALL {
+        let cluster = Cluster::start(flavour, 5);
+        let redlock = client(&cluster, Duration::from_millis(300));
+        let lease = redlock.try_acquire("renewed").await.expect("lock");
+        let held = lease.auto_renew(RenewOptions::default());
+        tokio::time::sleep(Duration::from_millis(900)).await;
+        assert!(held.is_held(), "{:?}", held.status());
+        let others = redlock.try_acquire("renewed").await;
+        assert!(others.is_err(), "renewed lease was taken");
+
+        for s in &cluster.servers {
+            let _: () = s.admin().del("renewed").expect("DEL");
+        }
+        let reason = tokio::time::timeout(Duration::from_secs(2), held.lost())
+            .await
+            .expect("loss signalled");
+        assert_eq!(reason, LossReason::Gone);
+        assert!(matches!(held.status(), LeaseStatus::Lost(LossReason::Gone)));
+        held.release().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renewer_signals_expiry_when_nodes_stop_answering_and_respects_max_hold() {
+    let cluster = Cluster::start(Flavour::Valkey, 5);
+    let redlock = client(&cluster, Duration::from_millis(300));
+    let lease = redlock.try_acquire("frozen-holder").await.expect("lock");
+    let held = lease.auto_renew(RenewOptions::default());
+    for i in 0..3 {
+        cluster.servers[i].freeze();
+    }
+    let reason = tokio::time::timeout(Duration::from_secs(2), held.lost())
+        .await
+        .expect("signalled");
+    assert_eq!(reason, LossReason::Expired);
+    for i in 0..3 {
+        cluster.servers[i].thaw();
+    }
+    held.release().await;
+
+    let lease = redlock.try_acquire("capped").await.expect("lock");
+    let started = Instant::now();
+    let held = lease.auto_renew(RenewOptions::default().max_hold(Duration::from_millis(400)));
+    let reason = tokio::time::timeout(Duration::from_secs(2), held.lost())
+        .await
+        .expect("signalled");
+    assert_eq!(reason, LossReason::MaxHoldReached);
+    assert!(started.elapsed() >= Duration::from_millis(350));
+    held.release().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_are_woken_by_release_not_by_polling() {
+    let cluster = Cluster::start(Flavour::Redis, 5);
+    let redlock = Redlock::builder(cluster.urls())
+        .ttl(Duration::from_secs(10))
+        .retry_delay(Duration::from_secs(3))
+        .build()
+        .expect("valid");
+    let holder = redlock.try_acquire("handoff").await.expect("lock");
+    let waiter = {
+        let redlock = redlock.clone();
+        tokio::spawn(async move {
+            let lease = redlock
+                .acquire("handoff", Duration::from_secs(20))
+                .await
+                .expect("eventually");
+            let at = Instant::now();
+            lease.release().await;
+            at
+        })
+    };
+    // Let the waiter fail once and subscribe.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let released = Instant::now();
+    holder.release().await;
+    let acquired = waiter.await.expect("waiter");
+    // Polling alone would take 1.5–4.5 s here.
+    assert!(
+        acquired - released < Duration::from_millis(1000),
+        "hand-off took {:?}",
+        acquired - released
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auth_failures_are_reported_per_node() {
+    let cluster = Cluster::start_with(Flavour::Redis, 3, Some("s3cret"));
+    let good = Redlock::builder(cluster.urls())
+        .ttl(Duration::from_secs(1))
+        .build()
+        .expect("valid");
+    good.try_acquire("auth")
+        .await
+        .expect("right password")
+        .release()
+        .await;
+
+    let wrong: Vec<String> = cluster
+        .servers
+        .iter()
+        .map(|s| format!("redis://:nope@127.0.0.1:{}", s.port))
+        .collect();
+    let bad = Redlock::builder(wrong)
+        .ttl(Duration::from_secs(1))
+        .build()
+        .expect("valid");
+    let err = bad.try_acquire("auth").await.expect_err("wrong password");
+    let LockError::QuorumNotReached { failures, .. } = &err else {
+        panic!("{err}")
+    };
+    assert!(
+        failures
+            .iter()
+            .any(|f| matches!(&f.reason, NodeFailureReason::Error(NodeError::Auth(_)))),
+        "{err}"
+    );
+    assert!(!err.to_string().contains("nope"), "password leaked: {err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn empty_resource_is_refused() {
+    let cluster = Cluster::start(Flavour::Redis, 1);
+    let redlock = client(&cluster, Duration::from_secs(1));
+    assert!(matches!(
+        redlock.try_acquire("").await,
+        Err(LockError::EmptyResource)
+    ));
+}

