@@ -190,7 +190,8 @@ async fn deliver(
     }
     let latency = active.latency();
     if !latency.is_zero() {
-        tokio::time::sleep_until(arrived + latency).await;
+        // Measured from arrival; sleep() (not sleep_until) saturates huge values.
+        tokio::time::sleep(latency.saturating_sub(arrived.elapsed())).await;
     }
     let mut close_after = false;
     if let Some(left) = active.limit_remaining()

@@ -80,8 +80,9 @@ impl ActiveToxics {
     pub(crate) fn close_deadline(&self) -> Option<Instant> {
         self.applying()
             .filter_map(|a| match a.toxic.kind {
+                // Absurdly large timeouts overflow Instant: that is "never".
                 ToxicKind::Timeout { timeout } if timeout > 0 => {
-                    Some(a.since + Duration::from_millis(timeout))
+                    a.since.checked_add(Duration::from_millis(timeout))
                 }
                 _ => None,
             })
@@ -105,7 +106,7 @@ impl ActiveToxics {
             .filter_map(|a| match a.toxic.kind {
                 ToxicKind::Latency { latency, jitter } => {
                     let j = if jitter > 0 {
-                        rng.random_range(0..=2 * jitter) as i128 - jitter as i128
+                        rng.random_range(0..=jitter.saturating_mul(2)) as i128 - jitter as i128
                     } else {
                         0
                     };
@@ -160,7 +161,7 @@ impl ActiveToxics {
         let mut left = len;
         let mut out = Vec::new();
         while left > 0 {
-            let size = rng.random_range(avg - var..=avg + var).max(1);
+            let size = rng.random_range(avg - var..=avg.saturating_add(var)).max(1);
             let size = usize::try_from(size).unwrap_or(usize::MAX).min(left);
             out.push(size);
             left -= size;
@@ -224,6 +225,32 @@ mod tests {
         assert_eq!(pieces.iter().sum::<usize>(), 100);
         assert!(pieces.iter().all(|p| (1..=5).contains(p)));
         assert_eq!(delay, Duration::from_micros(5));
+    }
+
+    #[test]
+    fn extreme_attributes_do_not_panic() {
+        let mut a = ActiveToxics::default();
+        let list: Vec<Toxic> = [
+            ToxicKind::Latency {
+                latency: u64::MAX,
+                jitter: u64::MAX,
+            },
+            ToxicKind::Timeout { timeout: u64::MAX },
+            ToxicKind::Slicer {
+                average_size: u64::MAX,
+                size_variation: u64::MAX,
+                delay: u64::MAX,
+            },
+            ToxicKind::Bandwidth { rate: 1 },
+        ]
+        .into_iter()
+        .map(|k| Toxic::new(k, Stream::Upstream))
+        .collect();
+        a.refresh(&list, Instant::now());
+        let _ = a.latency();
+        let _ = a.close_deadline();
+        assert_eq!(a.slices(10).0, vec![10]);
+        let _ = a.bandwidth_delay(usize::MAX);
     }
 
     #[test]
