@@ -1,0 +1,358 @@
+//! The proxies of a server: configuration, toxics and running listeners.
+//!
+//! All operations go through one async mutex, so API calls are applied one
+//! at a time and a disable has fully stopped the listener (and closed the
+//! connections) before its HTTP answer is sent: a client that connects right
+//! after `enabled: false` is refused, deterministically.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde_json::Value;
+use tokio::net::TcpListener;
+use tokio::sync::{Mutex, watch};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::api::{ApiError, NewProxy, Proxy, ProxyUpdate, Stream, Toxic, ToxicWire};
+use super::link::{self, LinkConfig};
+use super::toxics::ToxicList;
+
+/// All proxies of one server.
+#[derive(Debug, Default)]
+pub(crate) struct Registry {
+    proxies: Mutex<BTreeMap<String, Entry>>,
+}
+
+#[derive(Debug)]
+struct Entry {
+    name: String,
+    listen: String,
+    upstream: String,
+    enabled: bool,
+    toxics: Vec<Toxic>,
+    upstream_tx: watch::Sender<ToxicList>,
+    downstream_tx: watch::Sender<ToxicList>,
+    runner: Option<Runner>,
+}
+
+/// A bound listener, its accept loop and its connections.
+#[derive(Debug)]
+struct Runner {
+    cancel: CancellationToken,
+    tasks: TaskTracker,
+}
+
+impl Entry {
+    fn new(p: &NewProxy) -> Self {
+        Entry {
+            name: p.name.clone(),
+            listen: p.listen.clone(),
+            upstream: p.upstream.clone(),
+            enabled: false,
+            toxics: Vec::new(),
+            upstream_tx: watch::Sender::new(Arc::default()),
+            downstream_tx: watch::Sender::new(Arc::default()),
+            runner: None,
+        }
+    }
+
+    fn view(&self) -> Proxy {
+        Proxy {
+            name: self.name.clone(),
+            listen: self.listen.clone(),
+            upstream: self.upstream.clone(),
+            enabled: self.enabled,
+            toxics: self.toxics.clone(),
+        }
+    }
+
+    /// Binds the listen address and starts accepting.
+    async fn start(&mut self) -> Result<(), ApiError> {
+        if self.runner.is_some() {
+            return Ok(());
+        }
+        let listener = TcpListener::bind(&self.listen).await.map_err(|e| {
+            ApiError::internal(format!(
+                "proxy {}: cannot listen on {}: {e}",
+                self.name, self.listen
+            ))
+        })?;
+        if let Ok(addr) = listener.local_addr() {
+            // Report the real port when asked for port 0, as Toxiproxy does;
+            // a later re-enable binds that same port again.
+            self.listen = addr.to_string();
+        }
+        let cancel = CancellationToken::new();
+        let tasks = TaskTracker::new();
+        let cfg = LinkConfig {
+            upstream: self.upstream.clone(),
+            upstream_toxics: self.upstream_tx.subscribe(),
+            downstream_toxics: self.downstream_tx.subscribe(),
+            cancel: cancel.clone(),
+        };
+        tasks.spawn(accept_loop(listener, cfg, tasks.clone()));
+        self.runner = Some(Runner { cancel, tasks });
+        self.enabled = true;
+        tracing::info!(proxy = %self.name, listen = %self.listen, upstream = %self.upstream, "proxy started");
+        Ok(())
+    }
+
+    /// Stops listening and closes every connection, waiting until they are gone.
+    async fn stop(&mut self) {
+        self.enabled = false;
+        if let Some(r) = self.runner.take() {
+            r.cancel.cancel();
+            r.tasks.close();
+            r.tasks.wait().await;
+            tracing::info!(proxy = %self.name, "proxy stopped");
+        }
+    }
+
+    fn publish_toxics(&self) {
+        let of = |s: Stream| -> ToxicList {
+            Arc::new(
+                self.toxics
+                    .iter()
+                    .filter(|t| t.stream == s)
+                    .cloned()
+                    .collect(),
+            )
+        };
+        self.upstream_tx.send_replace(of(Stream::Upstream));
+        self.downstream_tx.send_replace(of(Stream::Downstream));
+    }
+}
+
+async fn accept_loop(listener: TcpListener, cfg: LinkConfig, tasks: TaskTracker) {
+    loop {
+        tokio::select! {
+            _ = cfg.cancel.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok((sock, _)) => {
+                    tasks.spawn(link::run(sock, cfg.clone()));
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(link::ACCEPT_BACKOFF).await;
+                }
+            },
+        }
+    }
+}
+
+fn proxy_not_found() -> ApiError {
+    ApiError::not_found("proxy not found")
+}
+
+fn toxic_not_found() -> ApiError {
+    ApiError::not_found("toxic not found")
+}
+
+fn validate_new(p: &NewProxy) -> Result<(), ApiError> {
+    for (field, value) in [
+        ("name", &p.name),
+        ("listen", &p.listen),
+        ("upstream", &p.upstream),
+    ] {
+        if value.trim().is_empty() {
+            return Err(ApiError::bad_request(format!(
+                "missing required field: {field}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+impl Registry {
+    pub(crate) async fn list(&self) -> BTreeMap<String, Proxy> {
+        let proxies = self.proxies.lock().await;
+        proxies.iter().map(|(k, e)| (k.clone(), e.view())).collect()
+    }
+
+    pub(crate) async fn create(&self, p: NewProxy) -> Result<Proxy, ApiError> {
+        validate_new(&p)?;
+        let mut proxies = self.proxies.lock().await;
+        if proxies.contains_key(&p.name) {
+            return Err(ApiError::conflict("proxy already exists"));
+        }
+        let mut entry = Entry::new(&p);
+        if p.enabled {
+            entry.start().await?;
+        }
+        let view = entry.view();
+        proxies.insert(p.name, entry);
+        Ok(view)
+    }
+
+    /// Toxiproxy's populate: an existing proxy with the same listen and
+    /// upstream is kept (with its toxics and connections); one that differs
+    /// is replaced. Unlike Toxiproxy, `enabled` is applied to kept proxies.
+    pub(crate) async fn populate(&self, list: Vec<NewProxy>) -> Result<Vec<Proxy>, ApiError> {
+        for p in &list {
+            validate_new(p)?;
+        }
+        let mut proxies = self.proxies.lock().await;
+        let mut out = Vec::with_capacity(list.len());
+        for p in list {
+            if let Some(existing) = proxies.get_mut(&p.name) {
+                if existing.listen == p.listen && existing.upstream == p.upstream {
+                    if p.enabled {
+                        existing.start().await?;
+                    } else {
+                        existing.stop().await;
+                    }
+                    out.push(existing.view());
+                    continue;
+                }
+                existing.stop().await;
+                proxies.remove(&p.name);
+            }
+            let mut entry = Entry::new(&p);
+            if p.enabled {
+                entry.start().await?;
+            }
+            out.push(entry.view());
+            proxies.insert(p.name, entry);
+        }
+        Ok(out)
+    }
+
+    pub(crate) async fn get(&self, name: &str) -> Result<Proxy, ApiError> {
+        let proxies = self.proxies.lock().await;
+        proxies
+            .get(name)
+            .map(Entry::view)
+            .ok_or_else(proxy_not_found)
+    }
+
+    /// Applies an update. A new listen or upstream restarts the proxy, which
+    /// closes its connections (as Toxiproxy does).
+    pub(crate) async fn update(&self, name: &str, u: ProxyUpdate) -> Result<Proxy, ApiError> {
+        let mut proxies = self.proxies.lock().await;
+        let e = proxies.get_mut(name).ok_or_else(proxy_not_found)?;
+        let was_enabled = e.enabled;
+        let mut restart = false;
+        if let Some(upstream) = u.upstream.filter(|s| !s.is_empty() && *s != e.upstream) {
+            e.upstream = upstream;
+            restart = true;
+        }
+        if let Some(listen) = u.listen.filter(|s| !s.is_empty() && *s != e.listen) {
+            e.listen = listen;
+            restart = true;
+        }
+        let enable = u.enabled.unwrap_or(was_enabled);
+        if restart || !enable {
+            e.stop().await;
+        }
+        if enable {
+            e.start().await?;
+        }
+        Ok(e.view())
+    }
+
+    pub(crate) async fn delete(&self, name: &str) -> Result<(), ApiError> {
+        let mut proxies = self.proxies.lock().await;
+        let mut e = proxies.remove(name).ok_or_else(proxy_not_found)?;
+        e.stop().await;
+        Ok(())
+    }
+
+    /// Enables every proxy and removes every toxic.
+    pub(crate) async fn reset(&self) -> Result<(), ApiError> {
+        let mut proxies = self.proxies.lock().await;
+        let mut first_err = None;
+        for e in proxies.values_mut() {
+            e.toxics.clear();
+            e.publish_toxics();
+            if let Err(err) = e.start().await {
+                // Keep resetting the others; report the first failure.
+                first_err.get_or_insert(err);
+            }
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+
+    pub(crate) async fn toxics(&self, proxy: &str) -> Result<Vec<Toxic>, ApiError> {
+        let proxies = self.proxies.lock().await;
+        let e = proxies.get(proxy).ok_or_else(proxy_not_found)?;
+        Ok(e.toxics.clone())
+    }
+
+    pub(crate) async fn add_toxic(&self, proxy: &str, toxic: Toxic) -> Result<Toxic, ApiError> {
+        let mut proxies = self.proxies.lock().await;
+        let e = proxies.get_mut(proxy).ok_or_else(proxy_not_found)?;
+        if e.toxics.iter().any(|t| t.name == toxic.name) {
+            return Err(ApiError::conflict("toxic already exists"));
+        }
+        e.toxics.push(toxic.clone());
+        e.publish_toxics();
+        Ok(toxic)
+    }
+
+    pub(crate) async fn get_toxic(&self, proxy: &str, name: &str) -> Result<Toxic, ApiError> {
+        let proxies = self.proxies.lock().await;
+        let e = proxies.get(proxy).ok_or_else(proxy_not_found)?;
+        e.toxics
+            .iter()
+            .find(|t| t.name == name)
+            .cloned()
+            .ok_or_else(toxic_not_found)
+    }
+
+    /// Updates toxicity and attributes; attributes are merged key by key so a
+    /// partial body works. Name, type and stream cannot change (Toxiproxy
+    /// ignores them too).
+    pub(crate) async fn update_toxic(
+        &self,
+        proxy: &str,
+        name: &str,
+        update: ToxicWire,
+    ) -> Result<Toxic, ApiError> {
+        let mut proxies = self.proxies.lock().await;
+        let e = proxies.get_mut(proxy).ok_or_else(proxy_not_found)?;
+        let slot = e
+            .toxics
+            .iter_mut()
+            .find(|t| t.name == name)
+            .ok_or_else(toxic_not_found)?;
+        let mut wire = ToxicWire::from(slot.clone());
+        if let Some(t) = update.toxicity {
+            wire.toxicity = Some(t);
+        }
+        if let Some(attrs) = update.attributes {
+            let merged = wire.attributes.get_or_insert_with(Default::default);
+            for (k, v) in attrs {
+                if !v.is_null() {
+                    merged.insert(k, v);
+                } else {
+                    merged.insert(k, Value::from(0));
+                }
+            }
+        }
+        let updated = Toxic::try_from(wire).map_err(ApiError::bad_request)?;
+        *slot = updated.clone();
+        e.publish_toxics();
+        Ok(updated)
+    }
+
+    pub(crate) async fn remove_toxic(&self, proxy: &str, name: &str) -> Result<(), ApiError> {
+        let mut proxies = self.proxies.lock().await;
+        let e = proxies.get_mut(proxy).ok_or_else(proxy_not_found)?;
+        let before = e.toxics.len();
+        e.toxics.retain(|t| t.name != name);
+        if e.toxics.len() == before {
+            return Err(toxic_not_found());
+        }
+        e.publish_toxics();
+        Ok(())
+    }
+
+    /// Stops every proxy (server shutdown); configuration is kept.
+    pub(crate) async fn stop_all(&self) {
+        let mut proxies = self.proxies.lock().await;
+        for e in proxies.values_mut() {
+            e.stop().await;
+        }
+    }
+}
