@@ -323,7 +323,7 @@ pub(crate) async fn delete_everywhere(
     let tally: Tally<i64> = quorum::fan_out(nodes, nodes.len(), Until::All, |node| {
         let (key, token, channel) = (Arc::clone(key), token.clone(), Arc::clone(&channel));
         async move {
-            let native = node.native_delete().await;
+            let native = node.native_delete();
             node.call(|mut c| async move {
                 delete_one(&mut c, native, &key, &token, &channel)
                     .await

@@ -2,7 +2,8 @@
 //! per-call deadline.
 
 use std::future::Future;
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -36,6 +37,7 @@ pub(crate) struct Node {
     manager_config: ConnectionManagerConfig,
     conn: OnceCell<ConnectionManager>,
     native_delete: OnceLock<NativeDelete>,
+    probing: AtomicBool,
     pub(crate) timeout: Duration,
 }
 
@@ -69,6 +71,7 @@ impl Node {
             manager_config,
             conn: OnceCell::new(),
             native_delete: OnceLock::new(),
+            probing: AtomicBool::new(false),
             timeout: settings.node_timeout,
         })
     }
@@ -127,12 +130,26 @@ impl Node {
         (result, started.elapsed())
     }
 
-    /// The native compare-and-delete this server offers, asked once and remembered.
-    /// Until the answer is known, the Lua script is used.
-    pub(crate) async fn native_delete(&self) -> NativeDelete {
+    /// The native compare-and-delete this server is known to offer. Until a probe has
+    /// answered, the Lua script is used (it works everywhere) and a probe is started in
+    /// the background, so a release never waits on detection.
+    pub(crate) fn native_delete(self: &Arc<Self>) -> NativeDelete {
         if let Some(n) = self.native_delete.get() {
             return *n;
         }
+        if !self.probing.swap(true, Ordering::AcqRel) {
+            let node = Arc::clone(self);
+            tokio::spawn(async move {
+                if let Some(found) = node.probe_native_delete().await {
+                    let _ = node.native_delete.set(found);
+                }
+                node.probing.store(false, Ordering::Release);
+            });
+        }
+        NativeDelete::None
+    }
+
+    async fn probe_native_delete(&self) -> Option<NativeDelete> {
         let (reply, _) = self
             .call(|mut c| async move {
                 redis::cmd("COMMAND")
@@ -144,17 +161,15 @@ impl Node {
             })
             .await;
         let Ok(redis::Value::Array(items)) = reply else {
-            // Unknown for now (node down): ask again next time.
-            return NativeDelete::None;
+            return None;
         };
         let known = |i: usize| !matches!(items.get(i), None | Some(redis::Value::Nil));
-        let found = if known(0) {
+        Some(if known(0) {
             NativeDelete::DelIfEq
         } else if known(1) {
             NativeDelete::DelEx
         } else {
             NativeDelete::None
-        };
-        *self.native_delete.get_or_init(|| found)
+        })
     }
 }
