@@ -775,8 +775,11 @@ impl Drop for DockerCluster {
                         return;
                     }
                 };
-                let cleanup =
-                    tokio::time::timeout(Duration::from_secs(60), remove_labelled(Some(&run_id)));
+                // The timer must be created inside the runtime (it needs its time driver).
+                let cleanup = async {
+                    tokio::time::timeout(Duration::from_secs(60), remove_labelled(Some(&run_id)))
+                        .await
+                };
                 match rt.block_on(cleanup) {
                     Ok(Ok(_)) => {}
                     Ok(Err(e)) => eprintln!(

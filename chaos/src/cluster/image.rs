@@ -28,6 +28,8 @@ pub const IMAGE_FAKETIME_LIB: &str = "/usr/lib/faketime/libfaketimeMT.so.1";
 const RECIPE_VERSION: &str = "redlock-chaos-image-v1";
 /// Label holding the content hash (lets `docker images` show what a tag was built from).
 const LABEL_CONTENT: &str = "redlock-chaos.content-sha256";
+/// Upper bound on one image build (a build takes a few seconds here).
+const BUILD_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// Path of the server binary inside the image.
 pub fn image_server_path(flavour: Flavour) -> String {
@@ -183,30 +185,36 @@ pub async fn ensure_image(
         .forcerm(true)
         .labels(&labels)
         .build();
-    let mut stream = docker.build_image(options, None, Some(bollard::body_full(context.into())));
-    let mut log = String::new();
-    // Bounded: the stream ends when the engine finishes the build (or the request times out).
-    while let Some(item) = stream.next().await {
-        match item {
-            Ok(info) => {
-                if let Some(detail) = info.error_detail {
-                    return Err(ClusterError::ImageBuild {
-                        tag,
-                        detail: detail.message.unwrap_or_else(|| log.clone()),
-                    });
+    let stream = docker.build_image(options, None, Some(bollard::body_full(context.into())));
+    let build = async {
+        futures::pin_mut!(stream);
+        let mut log = String::new();
+        // The stream ends when the engine finishes the build; BUILD_TIMEOUT bounds it anyway.
+        while let Some(item) = stream.next().await {
+            match item {
+                Ok(info) => {
+                    if let Some(detail) = info.error_detail {
+                        return Err(detail.message.unwrap_or_else(|| log.clone()));
+                    }
+                    if let Some(s) = info.stream {
+                        log.push_str(&s);
+                    }
                 }
-                if let Some(s) = info.stream {
-                    log.push_str(&s);
-                }
-            }
-            Err(e) => {
-                return Err(ClusterError::ImageBuild {
-                    tag,
-                    detail: format!("{e}; output so far: {log}"),
-                });
+                Err(e) => return Err(format!("{e}; output so far: {log}")),
             }
         }
-    }
+        Ok(log)
+    };
+    let log = match tokio::time::timeout(BUILD_TIMEOUT, build).await {
+        Ok(Ok(log)) => log,
+        Ok(Err(detail)) => return Err(ClusterError::ImageBuild { tag, detail }),
+        Err(_) => {
+            return Err(ClusterError::ImageBuild {
+                tag,
+                detail: format!("no result within {BUILD_TIMEOUT:?}; is the engine overloaded?"),
+            });
+        }
+    };
     docker
         .inspect_image(&tag)
         .await
