@@ -1,5 +1,7 @@
 //! The chaos rig for `fenced-redlock` (work in progress).
 //!
+//! - [`cluster`]: N Redis/Valkey primaries (docker or local processes) and the faults run on them.
 //! - [`proxy`]: Toxiproxy-compatible proxy server and async client.
 
+pub mod cluster;
 pub mod proxy;
