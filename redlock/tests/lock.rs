@@ -110,11 +110,20 @@ async fn two_of_five_down_still_locks_three_down_fails_with_quorum_error() {
         else {
             panic!("{last}")
         };
-        assert_eq!((*granted, *required, *nodes), (2, 3, 5));
-        assert_eq!(failures.len(), 3);
+        // The attempt gives up as soon as three refusals make a majority impossible, which
+        // may be before the two live nodes have said yes.
+        assert!(*granted <= 2, "{last}");
+        assert_eq!((*required, *nodes), (3, 5));
+        assert_eq!(failures.len(), 5 - granted);
         let text = last.to_string();
-        assert!(text.contains("granted 2 of 5, needed 3"), "{text}");
-        assert!(text.contains(&cluster.servers[4].addr()), "{text}");
+        assert!(
+            text.contains(&format!("granted {granted} of 5, needed 3")),
+            "{text}"
+        );
+        for dead in [0, 3, 4] {
+            let addr = cluster.servers[dead].addr();
+            assert!(text.contains(&format!("node {addr}: ")), "{text}");
+        }
     }
 }
 
