@@ -12,8 +12,8 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 use redlock_chaos::cluster::state::{self, ClusterState};
 use redlock_chaos::cluster::{
-    self, AnyCluster, BackendKind, Cluster, ClusterSpec, DEFAULT_NODES, Flavour, NodeId, docker,
-    local,
+    self, AnyCluster, BackendKind, Cluster, ClusterSpec, DEFAULT_NODES, Flavour, NodeId, ProxyPlan,
+    docker, local,
 };
 
 #[derive(Debug, Parser)]
@@ -48,6 +48,17 @@ struct UpArgs {
     /// Number of primaries.
     #[arg(long, default_value_t = DEFAULT_NODES)]
     nodes: usize,
+    /// Workers connect straight to the nodes. Default: through a `chaos toxiproxy` container
+    /// on docker; always direct on local (its proxy is in-process and would die with `chaos up`).
+    #[arg(long, conflicts_with = "toxiproxy_api")]
+    no_proxy: bool,
+    /// Use this (e.g. Shopify) Toxiproxy API instead of our own proxy; proxies `node<i>`
+    /// missing there are created.
+    #[arg(long)]
+    toxiproxy_api: Option<String>,
+    /// IP at which workers reach the external Toxiproxy's listen ports.
+    #[arg(long, default_value = "127.0.0.1", requires = "toxiproxy_api")]
+    proxy_listen_host: String,
     /// State file to write.
     #[arg(long, default_value_os_t = state::default_path())]
     state: PathBuf,
@@ -100,7 +111,16 @@ async fn up(args: UpArgs) -> Result<(), cluster::ClusterError> {
         Some(b) => b,
         None => BackendKind::detect().await,
     };
-    let spec = ClusterSpec::new(args.flavour, args.nodes);
+    let plan = match (&args.toxiproxy_api, backend) {
+        (Some(api), _) => ProxyPlan::External {
+            api: api.clone(),
+            listen_host: args.proxy_listen_host.clone(),
+        },
+        _ if args.no_proxy => ProxyPlan::Direct,
+        (None, BackendKind::Docker) => ProxyPlan::Chaos,
+        (None, BackendKind::Local) => ProxyPlan::Direct,
+    };
+    let spec = ClusterSpec::new(args.flavour, args.nodes).with_proxy(plan);
     // Ctrl-C while coming up drops the half-built cluster, whose Drop guard cleans up.
     let cluster = tokio::select! {
         c = AnyCluster::up(backend, spec) => c?,
@@ -118,6 +138,13 @@ async fn up(args: UpArgs) -> Result<(), cluster::ClusterError> {
     );
     for i in 0..cluster.nodes() {
         println!("  {}", cluster.worker_url(NodeId(i))?);
+    }
+    if let Some(p) = cluster.proxy() {
+        println!(
+            "  proxy API: {} (proxies node0..node{})",
+            p.base_url(),
+            cluster.nodes() - 1
+        );
     }
     let st = cluster.detach()?;
     st.write(&args.state)?;

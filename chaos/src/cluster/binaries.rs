@@ -1,6 +1,6 @@
 //! Locating server binaries, their version, and libfaketime.
 //!
-//! Overrides: `REDIS_SERVER_BIN`, `VALKEY_SERVER_BIN`, `FAKETIME_LIB`.
+//! Overrides: `REDIS_SERVER_BIN`, `VALKEY_SERVER_BIN`, `FAKETIME_LIB`, `CHAOS_BIN`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -76,6 +76,49 @@ pub fn locate_server(flavour: Flavour) -> Result<PathBuf, ClusterError> {
         what: name,
         tried,
         env_var: var,
+    })
+}
+
+/// The `chaos` binary for the docker backend's proxy container: this process when it is
+/// `chaos`, else `$CHAOS_BIN`, else `target/{debug,release}/chaos` under `$CARGO_TARGET_DIR`
+/// or the current directory and its ancestors (tests run from the crate dir, the workspace's
+/// `target/` is one level up). Integration tests should pass `CARGO_BIN_EXE_chaos` instead
+/// (`ClusterSpec::proxy_bin`): a located debug build may be stale.
+pub fn locate_chaos() -> Result<PathBuf, ClusterError> {
+    let mut tried = Vec::new();
+    match std::env::current_exe() {
+        Ok(exe) if exe.file_name().is_some_and(|n| n == "chaos") => return Ok(exe),
+        Ok(exe) => tried.push(format!("this process ({})", exe.display())),
+        Err(e) => tried.push(format!("this process ({e})")),
+    }
+    if let Some(p) = std::env::var_os("CHAOS_BIN") {
+        let p = PathBuf::from(p);
+        if p.is_file() {
+            return Ok(p);
+        }
+        tried.push(format!("$CHAOS_BIN={}", p.display()));
+    }
+    let mut targets: Vec<PathBuf> = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .into_iter()
+        .collect();
+    if let Ok(cwd) = std::env::current_dir() {
+        // Bounded: a path has finitely many ancestors; stop after a few anyway.
+        targets.extend(cwd.ancestors().take(4).map(|d| d.join("target")));
+    }
+    for t in targets {
+        for profile in ["debug", "release"] {
+            let p = t.join(profile).join("chaos");
+            if p.is_file() {
+                return Ok(p);
+            }
+            tried.push(p.display().to_string());
+        }
+    }
+    Err(ClusterError::BinaryNotFound {
+        what: "the chaos binary (cargo build -p redlock-chaos --bin chaos)".into(),
+        tried,
+        env_var: "CHAOS_BIN",
     })
 }
 

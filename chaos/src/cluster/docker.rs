@@ -7,6 +7,12 @@
 //!   `restart(Wipe)` replaces container and volume with a new generation.
 //! - Clock (Valkey): a host temp dir per run, `n<i>/` bind-mounted at `/faketime`, holding the
 //!   libfaketime timestamp file that `set_clock_offset` rewrites.
+//! - Proxy ([`ProxyPlan::Chaos`]): container `redlock-chaos-<run>-proxy` on the same network
+//!   running this crate's own binary as `chaos toxiproxy --listen 0.0.0.0:8474` (image from
+//!   [`image::ensure_proxy_image`]). Proxy `node<i>` listens on `20000+i` inside it with
+//!   upstream `<node container>:6379`; the API and every listen port are published on
+//!   `127.0.0.1`. Upstreams are names, resolved per connection by the engine's DNS, so they
+//!   stay valid across kill/start and `restart(Wipe)` (same name, new container).
 //! - Every container, network and volume carries [`LABEL_PROJECT`] and [`LABEL_RUN`];
 //!   [`remove_labelled`] removes them by label, which is how `down()`, the Drop guard and
 //!   `chaos down` all clean up.
@@ -32,12 +38,14 @@ use bollard::query_parameters::{
 use tempfile::TempDir;
 
 use super::image::{self, IMAGE_FAKETIME_LIB, ImageInfo};
+use super::proxied::ProxyLayer;
 use super::state::{ClusterState, NodeState};
 use super::{
     BackendKind, Cluster, ClusterError, ClusterSpec, DataOnRestart, Flavour, LABEL_PROJECT,
-    LABEL_RUN, NodeId, PROJECT, ProxyPlan, binaries, check_node, faketime_offset, ports, redis_url,
-    resp, server_args,
+    LABEL_RUN, NodeId, PROJECT, ProxyPlan, binaries, check_node, faketime_offset, ports,
+    proxy_name, redis_url, resp, server_args, worker_addr,
 };
+use crate::proxy::NewProxy;
 
 const BACKEND: &str = "docker";
 const LABEL_NODE: &str = "redlock-chaos.node";
@@ -45,6 +53,10 @@ const LABEL_NODE: &str = "redlock-chaos.node";
 const PORT_ATTEMPTS: u32 = 5;
 /// Upper bound on any single wait for the engine to change a container's state.
 const STATE_WAIT: Duration = Duration::from_secs(10);
+/// Port of the proxy API inside the proxy container (Toxiproxy's default).
+const PROXY_API_PORT: u16 = 8474;
+/// Proxy `node<i>` listens on `PROXY_BASE_PORT + i` inside the proxy container.
+const PROXY_BASE_PORT: u16 = 20000;
 
 /// Connect to the local engine (honours `DOCKER_HOST`) and agree on an API version: the engine
 /// here may be older than bollard's default version.
@@ -274,7 +286,8 @@ pub struct DockerCluster {
     image: ImageInfo,
     network: String,
     ready_timeout: Duration,
-    proxy: ProxyPlan,
+    /// Set once every node is up; `None` with [`ProxyPlan::Direct`].
+    proxy: Option<ProxyLayer>,
     clock_root: Mutex<Option<TempDir>>,
     nodes: Mutex<Vec<DockerNode>>,
     /// Set by `down()` and `detach()`; Drop then leaves things alone.
@@ -327,7 +340,14 @@ impl DockerCluster {
                 clock_dir,
             });
         }
-        let cluster = DockerCluster {
+        let plan = spec.proxy.clone();
+        // Locate the proxy binary before creating anything, so a missing one fails fast.
+        let proxy_bin = match (&plan, &spec.proxy_bin) {
+            (ProxyPlan::Chaos, Some(b)) => Some(b.clone()),
+            (ProxyPlan::Chaos, None) => Some(binaries::locate_chaos()?),
+            _ => None,
+        };
+        let mut cluster = DockerCluster {
             network: format!("redlock-chaos-{run_id}"),
             docker,
             flavour: spec.flavour,
@@ -335,7 +355,7 @@ impl DockerCluster {
             run_id,
             image,
             ready_timeout: spec.ready_timeout,
-            proxy: spec.proxy,
+            proxy: None,
             clock_root: Mutex::new(clock_root),
             nodes: Mutex::new(nodes),
             finished: AtomicBool::new(false),
@@ -348,7 +368,125 @@ impl DockerCluster {
         for i in 0..spec.nodes {
             cluster.wait_ready(i).await?;
         }
+        cluster.proxy = match plan {
+            ProxyPlan::Direct => None,
+            ProxyPlan::Chaos => {
+                let bin = proxy_bin.ok_or_else(|| ClusterError::InvalidSpec {
+                    reason: "no chaos binary for the proxy container; set ClusterSpec::proxy_bin or CHAOS_BIN".into(),
+                })?;
+                Some(cluster.start_proxy_container(&bin).await?)
+            }
+            ProxyPlan::External { api, listen_host } => {
+                let upstreams: Vec<String> = cluster
+                    .container_names()
+                    .into_iter()
+                    .map(|n| format!("{n}:6379"))
+                    .collect();
+                Some(ProxyLayer::external(&api, &listen_host, &upstreams).await?)
+            }
+        };
         Ok(cluster)
+    }
+
+    /// Build the proxy image, start the proxy container on the run's network with its API and
+    /// one listen port per node published on 127.0.0.1, and create the node proxies.
+    async fn start_proxy_container(
+        &self,
+        chaos_bin: &std::path::Path,
+    ) -> Result<ProxyLayer, ClusterError> {
+        let img = image::ensure_proxy_image(&self.docker, chaos_bin, &self.run_id).await?;
+        tracing::info!(tag = %img.tag, built = img.built, elapsed = ?img.elapsed, "proxy image ready");
+        let n = self.nodes();
+        if n > usize::from(u16::MAX - PROXY_BASE_PORT) {
+            return Err(ClusterError::InvalidSpec {
+                reason: format!("{n} nodes do not fit the proxy's port range"),
+            });
+        }
+        let name = format!("redlock-chaos-{}-proxy", self.run_id);
+        let inner = |i: usize| PROXY_BASE_PORT + i as u16;
+        let mut last_error = String::new();
+        for _ in 0..PORT_ATTEMPTS {
+            let host_ports = ports::free_loopback_ports(n + 1)?;
+            let (api_port, node_ports) = (host_ports[0], &host_ports[1..]);
+            let bind = |port: u16| {
+                Some(vec![PortBinding {
+                    // Loopback only, like the nodes.
+                    host_ip: Some("127.0.0.1".into()),
+                    host_port: Some(port.to_string()),
+                }])
+            };
+            let mut bindings = HashMap::from([(format!("{PROXY_API_PORT}/tcp"), bind(api_port))]);
+            for (i, p) in node_ports.iter().enumerate() {
+                bindings.insert(format!("{}/tcp", inner(i)), bind(*p));
+            }
+            let body = ContainerCreateBody {
+                image: Some(img.tag.clone()),
+                cmd: Some(vec![
+                    "toxiproxy".into(),
+                    "--listen".into(),
+                    format!("0.0.0.0:{PROXY_API_PORT}"),
+                ]),
+                labels: Some(self.labels(None)),
+                exposed_ports: Some(bindings.keys().cloned().collect()),
+                host_config: Some(HostConfig {
+                    network_mode: Some(self.network.clone()),
+                    port_bindings: Some(bindings),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            };
+            let opts = CreateContainerOptionsBuilder::default().name(&name).build();
+            self.docker
+                .create_container(Some(opts), body)
+                .await
+                .map_err(|e| ClusterError::docker(format!("creating container {name}"), e))?;
+            match self
+                .docker
+                .start_container(&name, None::<StartContainerOptions>)
+                .await
+            {
+                Ok(()) => {
+                    let proxies: Vec<NewProxy> = self
+                        .container_names()
+                        .iter()
+                        .enumerate()
+                        .map(|(i, c)| {
+                            NewProxy::new(
+                                proxy_name(NodeId(i)),
+                                format!("0.0.0.0:{}", inner(i)),
+                                format!("{c}:6379"),
+                            )
+                        })
+                        .collect();
+                    let published = node_ports.iter().map(|p| ports::loopback(*p)).collect();
+                    let api = format!("http://{}", ports::loopback(api_port));
+                    return ProxyLayer::configure(&api, name, &proxies, published).await;
+                }
+                Err(e) if is_port_collision(&e) => {
+                    last_error = e.to_string();
+                    let opts = RemoveContainerOptionsBuilder::default().force(true).build();
+                    self.docker
+                        .remove_container(&name, Some(opts))
+                        .await
+                        .map_err(|e| ClusterError::docker(format!("removing {name}"), e))?;
+                }
+                Err(e) => {
+                    return Err(ClusterError::docker(
+                        format!("starting container {name}"),
+                        e,
+                    ));
+                }
+            }
+        }
+        Err(ClusterError::Proxy {
+            action: format!("publishing the ports of {name} after {PORT_ATTEMPTS} attempts"),
+            detail: last_error,
+        })
+    }
+
+    /// The proxy container's name (docker + [`ProxyPlan::Chaos`]).
+    pub fn proxy_container(&self) -> Option<&str> {
+        self.proxy.as_ref().and_then(|p| p.container())
     }
 
     /// The image the nodes run.
@@ -380,7 +518,7 @@ impl DockerCluster {
             .iter()
             .enumerate()
             .map(|(i, n)| NodeState {
-                worker_url: redis_url(self.proxy.worker_addr(NodeId(i), n.addr())),
+                worker_url: redis_url(worker_addr(self.proxy.as_ref(), NodeId(i), n.addr())),
                 admin_url: redis_url(n.addr()),
                 pid: None,
                 container: Some(n.name.clone()),
@@ -392,6 +530,10 @@ impl DockerCluster {
             flavour: self.flavour,
             server_version: self.version.clone(),
             nodes,
+            proxy_api: self
+                .proxy
+                .as_ref()
+                .map(|p| p.client().base_url().to_string()),
             dir,
         })
     }
@@ -627,7 +769,10 @@ impl Cluster for DockerCluster {
     fn worker_url(&self, node: NodeId) -> Result<String, ClusterError> {
         let i = check_node(node, self.nodes())?;
         let addr = self.lock()[i].addr();
-        Ok(redis_url(self.proxy.worker_addr(node, addr)))
+        Ok(redis_url(worker_addr(self.proxy.as_ref(), node, addr)))
+    }
+    fn proxy(&self) -> Option<&crate::proxy::Client> {
+        self.proxy.as_ref().map(|p| p.client())
     }
     fn admin_url(&self, node: NodeId) -> Result<String, ClusterError> {
         let i = check_node(node, self.nodes())?;
@@ -735,6 +880,11 @@ impl Cluster for DockerCluster {
         if self.finished.swap(true, Ordering::SeqCst) {
             return Ok(());
         }
+        // External Toxiproxy: remove our proxies there (a container is removed by label below).
+        let proxy = match &self.proxy {
+            Some(p) => p.shutdown().await,
+            None => Ok(()),
+        };
         let result = remove_labelled_with(&self.docker, Some(&self.run_id)).await;
         if let Some(t) = self
             .clock_root
@@ -748,7 +898,8 @@ impl Cluster for DockerCluster {
             // Let a later down()/Drop try again.
             self.finished.store(false, Ordering::SeqCst);
         }
-        result.map(|_| ())
+        result.map(|_| ())?;
+        proxy
     }
 }
 

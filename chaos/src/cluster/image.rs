@@ -6,6 +6,11 @@
 //! plus empty `/data` and `/tmp`. The build context is a tar made in memory and sent through
 //! the engine API.
 //!
+//! The proxy image ([`ensure_proxy_image`]) is built the same way from the `chaos` binary
+//! itself (`/usr/local/bin/chaos`, entrypoint `chaos toxiproxy`), tagged
+//! `redlock-chaos-proxy:<hash>`. A rebuilt `chaos` binary gives a new tag; old ones stay
+//! cached until `chaos down --images`.
+//!
 //! Caching: the tag is `redlock-chaos-<flavour>:<first 16 hex of sha256>` over the recipe
 //! version, the Dockerfile and every file's in-image path, mode and bytes. An existing tag is
 //! reused; a changed binary gives a new tag. Images carry the project and run labels (the run
@@ -74,7 +79,10 @@ fn collect_files(
     Ok(files)
 }
 
-fn dockerfile(flavour: Flavour, files: &BTreeMap<String, Vec<u8>>) -> String {
+/// Path of the `chaos` binary inside the proxy image.
+pub const IMAGE_CHAOS_PATH: &str = "/usr/local/bin/chaos";
+
+fn dockerfile(entrypoint: &str, files: &BTreeMap<String, Vec<u8>>) -> String {
     // LD_LIBRARY_PATH lists every library dir: the scratch image has no ld.so.cache.
     let mut dirs: Vec<String> = files
         .keys()
@@ -86,7 +94,7 @@ fn dockerfile(flavour: Flavour, files: &BTreeMap<String, Vec<u8>>) -> String {
     format!(
         "FROM scratch\nCOPY rootfs/ /\nENV LD_LIBRARY_PATH={}\nWORKDIR /data\nENTRYPOINT [\"{}\"]\n",
         dirs.join(":"),
-        image_server_path(flavour)
+        entrypoint
     )
 }
 
@@ -160,9 +168,42 @@ pub async fn ensure_image(
 ) -> Result<ImageInfo, ClusterError> {
     let started = Instant::now();
     let files = collect_files(flavour, server_bin)?;
-    let dockerfile = dockerfile(flavour, &files);
-    let hash = content_hash(&dockerfile, &files);
-    let tag = format!("redlock-chaos-{}:{}", flavour.name(), &hash[..16]);
+    let dockerfile = dockerfile(&image_server_path(flavour), &files);
+    ensure_built(docker, flavour.name(), &dockerfile, &files, run_id, started).await
+}
+
+/// Return the tag of a proxy image holding `chaos_bin` (run as `chaos toxiproxy ...`),
+/// building it if needed.
+pub async fn ensure_proxy_image(
+    docker: &Docker,
+    chaos_bin: &Path,
+    run_id: &str,
+) -> Result<ImageInfo, ClusterError> {
+    let started = Instant::now();
+    let mut files = BTreeMap::new();
+    let bytes = std::fs::read(chaos_bin)
+        .map_err(|e| ClusterError::io(format!("reading {}", chaos_bin.display()), e))?;
+    files.insert(IMAGE_CHAOS_PATH.to_string(), bytes);
+    for lib in binaries::shared_libraries(chaos_bin)? {
+        let bytes = std::fs::read(&lib)
+            .map_err(|e| ClusterError::io(format!("reading {}", lib.display()), e))?;
+        files.insert(lib.display().to_string(), bytes);
+    }
+    let dockerfile = dockerfile(IMAGE_CHAOS_PATH, &files);
+    ensure_built(docker, "proxy", &dockerfile, &files, run_id, started).await
+}
+
+/// Build `redlock-chaos-<name>:<hash>` unless that tag exists already.
+async fn ensure_built(
+    docker: &Docker,
+    name: &str,
+    dockerfile: &str,
+    files: &BTreeMap<String, Vec<u8>>,
+    run_id: &str,
+    started: Instant,
+) -> Result<ImageInfo, ClusterError> {
+    let hash = content_hash(dockerfile, files);
+    let tag = format!("redlock-chaos-{name}:{}", &hash[..16]);
     if docker.inspect_image(&tag).await.is_ok() {
         return Ok(ImageInfo {
             tag,
@@ -170,7 +211,7 @@ pub async fn ensure_image(
             elapsed: started.elapsed(),
         });
     }
-    let context = build_context(&dockerfile, &files)?;
+    let context = build_context(dockerfile, files)?;
     let labels: HashMap<&str, &str> = [
         (LABEL_PROJECT, PROJECT),
         (LABEL_RUN, run_id),

@@ -3,8 +3,10 @@
 //! Layout of the run's temp dir: `n<i>/data` (server `--dir`, holds the AOF),
 //! `n<i>/faketime` (libfaketime timestamp file, Valkey), `n<i>/server.log`.
 //!
-//! Faults: SIGKILL / SIGSTOP / SIGCONT via `nix`. Partitions are not possible without a proxy,
-//! so `disconnect` returns [`ClusterError::Unsupported`]. Dropping a [`LocalCluster`] that was
+//! Faults: SIGKILL / SIGSTOP / SIGCONT via `nix`. Partitions go through the proxy layer
+//! ([`ProxyPlan::Chaos`]: an in-process Toxiproxy-API server, or [`ProxyPlan::External`]):
+//! `disconnect` disables the node's proxy, `reconnect` enables it. Without a proxy
+//! (`ProxyPlan::Direct`) `disconnect` returns [`ClusterError::Unsupported`]. Dropping a [`LocalCluster`] that was
 //! neither taken [`Cluster::down`] nor [`LocalCluster::detach`]ed kills its processes (thawing
 //! frozen ones first) and removes the temp dir.
 
@@ -23,8 +25,9 @@ use tempfile::TempDir;
 
 use super::state::{ClusterState, NodeState};
 use super::{
-    BackendKind, Cluster, ClusterError, ClusterSpec, DataOnRestart, Flavour, NodeId, ProxyPlan,
-    binaries, check_node, faketime_offset, ports, redis_url, resp, server_args,
+    BackendKind, Cluster, ClusterError, ClusterSpec, DataOnRestart, Flavour, NodeId, ProxyLayer,
+    ProxyPlan, binaries, check_node, faketime_offset, ports, proxy_name, redis_url, resp,
+    server_args, worker_addr,
 };
 
 const BACKEND: &str = "local";
@@ -75,7 +78,8 @@ pub struct LocalCluster {
     bin: PathBuf,
     faketime: Option<PathBuf>,
     ready_timeout: Duration,
-    proxy: ProxyPlan,
+    /// Set once every node is up; `None` with [`ProxyPlan::Direct`].
+    proxy: Option<ProxyLayer>,
     root: PathBuf,
     tempdir: Mutex<Option<TempDir>>,
     nodes: Mutex<Vec<LocalNode>>,
@@ -125,14 +129,15 @@ impl LocalCluster {
             write_file(&node.faketime_file(), &faketime_offset(0))?;
             nodes.push(node);
         }
-        let cluster = LocalCluster {
+        let plan = spec.proxy.clone();
+        let mut cluster = LocalCluster {
             flavour: spec.flavour,
             version,
             run_id,
             bin,
             faketime,
             ready_timeout: spec.ready_timeout,
-            proxy: spec.proxy,
+            proxy: None,
             root,
             tempdir: Mutex::new(Some(tempdir)),
             nodes: Mutex::new(nodes),
@@ -142,6 +147,15 @@ impl LocalCluster {
         for i in 0..spec.nodes {
             cluster.start_node(i, true).await?;
         }
+        let addrs: Vec<SocketAddr> = cluster.lock().iter().map(|n| n.addr()).collect();
+        cluster.proxy = match plan {
+            ProxyPlan::Direct => None,
+            ProxyPlan::Chaos => Some(ProxyLayer::start_local(&addrs).await?),
+            ProxyPlan::External { api, listen_host } => {
+                let upstreams: Vec<String> = addrs.iter().map(|a| a.to_string()).collect();
+                Some(ProxyLayer::external(&api, &listen_host, &upstreams).await?)
+            }
+        };
         Ok(cluster)
     }
 
@@ -159,7 +173,15 @@ impl LocalCluster {
     }
 
     /// Leave the processes running and the temp dir in place; describe them for `chaos down`.
+    ///
+    /// Refused with an in-process proxy ([`ProxyPlan::Chaos`]): it would die with this process
+    /// and leave the worker URLs dead.
     pub fn detach(self) -> Result<ClusterState, ClusterError> {
+        if self.proxy.as_ref().is_some_and(|p| p.in_process()) {
+            return Err(ClusterError::InvalidSpec {
+                reason: "the local backend's proxy runs in this process and cannot outlive it; bring the cluster up with ProxyPlan::Direct (`chaos up --no-proxy`) or ProxyPlan::External, or use --backend docker".into(),
+            });
+        }
         self.finished.store(true, Ordering::SeqCst);
         if let Some(t) = self
             .tempdir
@@ -175,7 +197,7 @@ impl LocalCluster {
             .iter()
             .enumerate()
             .map(|(i, n)| NodeState {
-                worker_url: redis_url(self.proxy.worker_addr(NodeId(i), n.addr())),
+                worker_url: redis_url(worker_addr(self.proxy.as_ref(), NodeId(i), n.addr())),
                 admin_url: redis_url(n.addr()),
                 pid: n.child.as_ref().map(|c| c.id()),
                 container: None,
@@ -187,6 +209,10 @@ impl LocalCluster {
             flavour: self.flavour,
             server_version: self.version.clone(),
             nodes,
+            proxy_api: self
+                .proxy
+                .as_ref()
+                .map(|p| p.client().base_url().to_string()),
             dir: Some(self.root.clone()),
         })
         // Dropping `self` now does nothing (finished), and std `Child` does not kill on drop.
@@ -311,6 +337,20 @@ impl LocalCluster {
         SpawnOutcome::Timeout(last)
     }
 
+    fn proxy_or_unsupported(
+        &self,
+        operation: &'static str,
+    ) -> Result<&crate::proxy::Client, ClusterError> {
+        self.proxy
+            .as_ref()
+            .map(|p| p.client())
+            .ok_or(ClusterError::Unsupported {
+                backend: BACKEND,
+                operation,
+                hint: "local processes share the loopback; bring the cluster up with a proxy (ProxyPlan::Chaos) or use --backend docker",
+            })
+    }
+
     fn signal(&self, node: NodeId, sig: Signal, frozen: bool) -> Result<(), ClusterError> {
         self.ensure_up()?;
         let i = check_node(node, self.nodes())?;
@@ -366,7 +406,10 @@ impl Cluster for LocalCluster {
     fn worker_url(&self, node: NodeId) -> Result<String, ClusterError> {
         let i = check_node(node, self.nodes())?;
         let addr = self.lock()[i].addr();
-        Ok(redis_url(self.proxy.worker_addr(node, addr)))
+        Ok(redis_url(worker_addr(self.proxy.as_ref(), node, addr)))
+    }
+    fn proxy(&self) -> Option<&crate::proxy::Client> {
+        self.proxy.as_ref().map(|p| p.client())
     }
     fn admin_url(&self, node: NodeId) -> Result<String, ClusterError> {
         let i = check_node(node, self.nodes())?;
@@ -411,20 +454,42 @@ impl Cluster for LocalCluster {
         self.signal(node, Signal::SIGCONT, false)
     }
     async fn disconnect(&self, node: NodeId) -> Result<(), ClusterError> {
+        self.ensure_up()?;
         check_node(node, self.nodes())?;
-        Err(ClusterError::Unsupported {
-            backend: BACKEND,
-            operation: "disconnect",
-            hint: "local processes share the loopback; partition them through the proxy layer, or use --backend docker",
-        })
+        let client = self.proxy_or_unsupported("disconnect")?;
+        let name = proxy_name(node);
+        client
+            .disable(&name)
+            .await
+            .map(drop)
+            .map_err(|e| ClusterError::Proxy {
+                action: format!("disabling proxy {name}"),
+                detail: e.to_string(),
+            })
     }
     async fn reconnect(&self, node: NodeId) -> Result<(), ClusterError> {
-        check_node(node, self.nodes())?;
-        Err(ClusterError::Unsupported {
-            backend: BACKEND,
-            operation: "reconnect",
-            hint: "local processes share the loopback; partition them through the proxy layer, or use --backend docker",
-        })
+        self.ensure_up()?;
+        let i = check_node(node, self.nodes())?;
+        let client = self.proxy_or_unsupported("reconnect")?;
+        let name = proxy_name(node);
+        client
+            .enable(&name)
+            .await
+            .map_err(|e| ClusterError::Proxy {
+                action: format!("enabling proxy {name}"),
+                detail: e.to_string(),
+            })?;
+        // Same contract as docker: back when it answers PING (through the proxy).
+        let addr = worker_addr(self.proxy.as_ref(), node, self.lock()[i].addr());
+        resp::wait_ready(addr, self.ready_timeout)
+            .await
+            .map_err(|last_error| ClusterError::NotReady {
+                node,
+                addr,
+                waited: self.ready_timeout,
+                last_error,
+                log_hint: self.lock()[i].log_file().display().to_string(),
+            })
     }
     async fn set_clock_offset(
         &self,
@@ -446,7 +511,13 @@ impl Cluster for LocalCluster {
     }
     async fn down(&self) -> Result<(), ClusterError> {
         if !self.finished.swap(true, Ordering::SeqCst) {
+            // Proxy first: its connections to the nodes close before the nodes die.
+            let proxy = match &self.proxy {
+                Some(p) => p.shutdown().await,
+                None => Ok(()),
+            };
             self.teardown();
+            proxy?;
         }
         Ok(())
     }

@@ -17,18 +17,20 @@
 //!   on the behaviour of a full client library.
 //! - [`state`]: the `target/chaos/cluster.json` state file written by `chaos up`.
 //!
-//! # Proxy seam
+//! # Proxy layer
 //!
-//! Workers talk to [`Cluster::worker_url`], inspection uses [`Cluster::admin_url`]. Today both
-//! are the node's own address ([`ProxyPlan::Direct`]). A Toxiproxy-API proxy layer will be put in
-//! front of each node by resolving worker addresses through [`ProxyPlan`]: see
-//! [`ProxyPlan::worker_addr`], which is the only place both backends compute worker URLs from.
+//! Workers talk to [`Cluster::worker_url`], inspection uses [`Cluster::admin_url`]. With
+//! [`ProxyPlan::Direct`] both are the node's own address; with [`ProxyPlan::Chaos`] or
+//! [`ProxyPlan::External`] workers go through one Toxiproxy-API server with a proxy `node<i>`
+//! per node ([`proxied`]), whose client is [`Cluster::proxy`]. Both backends compute worker URLs
+//! only through [`worker_addr`].
 
 pub mod binaries;
 pub mod docker;
 pub mod image;
 pub mod local;
 pub mod ports;
+pub mod proxied;
 pub mod resp;
 pub mod state;
 
@@ -42,6 +44,7 @@ use serde::{Deserialize, Serialize};
 
 pub use docker::DockerCluster;
 pub use local::LocalCluster;
+pub use proxied::{ProxyLayer, proxy_name};
 
 /// Label put on every container, network, volume and image this crate creates.
 pub const LABEL_PROJECT: &str = "redlock-chaos.project";
@@ -111,25 +114,30 @@ pub enum DataOnRestart {
 
 /// Where workers' traffic goes on its way to a node.
 ///
-/// This is the seam for the proxy layer: both backends compute [`Cluster::worker_url`] only
-/// through [`ProxyPlan::worker_addr`]. Adding a Toxiproxy-API proxy means adding a variant here
-/// (e.g. listen addresses per node, created by the proxy layer after the nodes are up) and
-/// returning the proxy's listen address from `worker_addr`.
+/// With a proxy, there is ONE Toxiproxy-API server holding one proxy per node, named
+/// `node0..node{N-1}` ([`proxied::proxy_name`]); [`Cluster::worker_url`] is the proxy's listen
+/// address and [`Cluster::admin_url`] stays direct. See [`proxied`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ProxyPlan {
-    /// Workers connect straight to the node (no proxy yet).
+    /// Workers connect straight to the node (no proxy; network faults are docker-only).
     #[default]
     Direct,
-}
-
-impl ProxyPlan {
-    /// The address workers should use for `node`, whose own (admin) address is `node_addr`.
-    pub fn worker_addr(&self, _node: NodeId, node_addr: SocketAddr) -> SocketAddr {
-        match self {
-            ProxyPlan::Direct => node_addr,
-        }
-    }
+    /// Our own Toxiproxy-compatible server: in-process on the local backend, a
+    /// `chaos toxiproxy` container on the run's private network on the docker backend.
+    Chaos,
+    /// A Toxiproxy run by someone else (Shopify's, e.g. the `compose/` stack), at `api`
+    /// (`http://127.0.0.1:8474`). Existing proxies `node<i>` are used as they are; missing
+    /// ones are created listening on `<listen_host>:0` with the node's upstream as the
+    /// backend sees it (local: `127.0.0.1:<port>`; docker: `<container>:6379`, so the
+    /// Toxiproxy must then be attached to the run's network). `listen_host` is the IP workers
+    /// use to reach the proxies' listen ports (a proxy listening on `0.0.0.0` is reached there).
+    External {
+        /// Base URL of the Toxiproxy HTTP API.
+        api: String,
+        /// IP address at which workers reach the proxies' listen ports.
+        listen_host: String,
+    },
 }
 
 /// What to bring up.
@@ -145,8 +153,12 @@ pub struct ClusterSpec {
     pub server_bin: Option<PathBuf>,
     /// How long start/restart may wait for a node to answer PING.
     pub ready_timeout: Duration,
-    /// Where the proxy layer sits (today: nowhere).
+    /// Where the proxy layer sits.
     pub proxy: ProxyPlan,
+    /// The `chaos` binary run by the docker backend's proxy container ([`ProxyPlan::Chaos`]);
+    /// located by [`binaries::locate_chaos`] when `None`. Integration tests of this package
+    /// pass `env!("CARGO_BIN_EXE_chaos")`.
+    pub proxy_bin: Option<PathBuf>,
 }
 
 impl ClusterSpec {
@@ -159,7 +171,14 @@ impl ClusterSpec {
             server_bin: None,
             ready_timeout: Duration::from_secs(15),
             proxy: ProxyPlan::Direct,
+            proxy_bin: None,
         }
+    }
+
+    /// The same spec with workers going through `plan`.
+    pub fn with_proxy(mut self, plan: ProxyPlan) -> Self {
+        self.proxy = plan;
+        self
     }
 
     /// Validated run id (given or freshly generated).
@@ -327,6 +346,14 @@ pub enum ClusterError {
         /// What is wrong.
         detail: String,
     },
+    /// The proxy layer could not be set up or cleaned up.
+    #[error("proxy layer: {action}: {detail}")]
+    Proxy {
+        /// What was being done.
+        action: String,
+        /// What went wrong (API error, timeout, unexpected answer).
+        detail: String,
+    },
     /// `down()` has already been called.
     #[error("the cluster (run {run_id}) has been taken down; bring up a new one")]
     AlreadyDown {
@@ -371,6 +398,9 @@ pub trait Cluster: fmt::Debug + Send + Sync {
     fn worker_url(&self, node: NodeId) -> Result<String, ClusterError>;
     /// Direct URL for inspection (FLUSHALL, DBSIZE), never through a proxy.
     fn admin_url(&self, node: NodeId) -> Result<String, ClusterError>;
+    /// The proxy layer's API client, `None` with [`ProxyPlan::Direct`]. Node `i`'s proxy is
+    /// named [`proxied::proxy_name`]`(i)`.
+    fn proxy(&self) -> Option<&crate::proxy::Client>;
     /// SIGKILL the server. Heal: [`Cluster::start`].
     fn kill(&self, node: NodeId) -> impl Future<Output = Result<(), ClusterError>> + Send;
     /// Start a killed server (with its AOF) and wait until it answers PING.
@@ -482,6 +512,9 @@ impl Cluster for AnyCluster {
     fn admin_url(&self, node: NodeId) -> Result<String, ClusterError> {
         delegate!(self, c => c.admin_url(node))
     }
+    fn proxy(&self) -> Option<&crate::proxy::Client> {
+        delegate!(self, c => c.proxy())
+    }
     async fn kill(&self, node: NodeId) -> Result<(), ClusterError> {
         delegate!(self, c => c.kill(node).await)
     }
@@ -516,6 +549,15 @@ impl Cluster for AnyCluster {
     async fn down(&self) -> Result<(), ClusterError> {
         delegate!(self, c => c.down().await)
     }
+}
+
+/// The address workers use for `node`: its proxy's when there is a proxy layer, else its own.
+pub(crate) fn worker_addr(
+    layer: Option<&ProxyLayer>,
+    node: NodeId,
+    node_addr: SocketAddr,
+) -> SocketAddr {
+    layer.and_then(|l| l.worker_addr(node)).unwrap_or(node_addr)
 }
 
 /// `redis://host:port`.

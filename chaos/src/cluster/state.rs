@@ -19,6 +19,10 @@ pub struct ClusterState {
     pub server_version: String,
     /// One entry per primary.
     pub nodes: Vec<NodeState>,
+    /// Base URL of the proxy layer's Toxiproxy API, if workers go through proxies
+    /// (proxy of node `i` is named `node<i>`).
+    #[serde(default)]
+    pub proxy_api: Option<String>,
     /// Host directory owned by the run (local: node dirs; docker: clock files), removed on down.
     pub dir: Option<PathBuf>,
 }
