@@ -4,6 +4,7 @@
 //! - `chaos up`: bring a cluster up, print its worker URLs, write the state file, leave it
 //!   running.
 //! - `chaos down`: remove everything `chaos up` (or a crashed run) left behind.
+//! - `chaos scenarios`: list the named fault scenarios, one line each.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -35,6 +36,8 @@ enum Command {
     Up(UpArgs),
     /// Remove everything labelled (docker) and stop processes recorded in the state file (local).
     Down(DownArgs),
+    /// List the named fault scenarios: name, what happens, what the run should show.
+    Scenarios,
 }
 
 #[derive(Debug, Args)]
@@ -90,6 +93,17 @@ async fn main() -> ExitCode {
         }
         Command::Up(args) => up(args).await.map_err(Into::into),
         Command::Down(args) => down(args).await.map_err(Into::into),
+        Command::Scenarios => {
+            for s in redlock_chaos::scenario::SCENARIOS {
+                println!(
+                    "{:<20} {}  [expect: {}]",
+                    s.name,
+                    s.about,
+                    s.expectation.describe()
+                );
+            }
+            Ok(())
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

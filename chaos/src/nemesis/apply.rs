@@ -1,0 +1,178 @@
+//! Apply one fault to one target, and heal it.
+//!
+//! Heals are idempotent where the underlying verb allows (start of a running node, enable of
+//! an enabled proxy, removing an absent toxic are all fine), so healing twice — e.g. by the
+//! runner and by a drop guard — does no harm.
+
+use std::fmt;
+use std::time::Duration;
+
+use super::error::NemesisError;
+use super::fault::{Fault, PartitionVia, Target, WorkerId};
+use crate::cluster::{Cluster, ClusterError, DataOnRestart, NodeId, proxy_name};
+use crate::proxy::{Client, ClientError, Stream};
+
+/// How client-side faults reach the workload (it owns the workers; the nemesis only says
+/// when). Implementations must return at once: stall by setting a flag the worker obeys.
+pub trait WorkerControl: fmt::Debug + Send + Sync {
+    /// Stop `worker` for up to `duration` (it must not touch the lock or the resource meanwhile).
+    fn stall(&self, worker: WorkerId, duration: Duration);
+    /// End the stall early (the heal); a no-op if it is not stalled.
+    fn resume(&self, worker: WorkerId);
+}
+
+/// Names of the toxics [`Fault::BlackHole`] adds (see [`Client::black_hole`]).
+const BLACK_HOLE_TOXICS: [&str; 2] = ["black_hole_upstream", "black_hole_downstream"];
+/// Name of the toxic [`Fault::Slow`] adds (see [`Client::add_latency`]).
+const SLOW_TOXIC: &str = "latency_downstream";
+
+fn cluster_err(
+    verb: &str,
+    fault: &Fault,
+    node: NodeId,
+) -> impl FnOnce(ClusterError) -> NemesisError {
+    let action = format!("{verb} {fault} on {node}");
+    move |source| NemesisError::Cluster { action, source }
+}
+
+fn proxy_err(verb: &str, fault: &Fault, node: NodeId) -> impl FnOnce(ClientError) -> NemesisError {
+    let action = format!("{verb} {fault} on {node} (proxy {})", proxy_name(node));
+    move |source| NemesisError::Proxy { action, source }
+}
+
+fn need_proxy<'c, C: Cluster>(cluster: &'c C, fault: &Fault) -> Result<&'c Client, NemesisError> {
+    cluster.proxy().ok_or(NemesisError::NoProxy {
+        fault: fault.name(),
+    })
+}
+
+fn need_workers<'w>(
+    workers: Option<&'w dyn WorkerControl>,
+    fault: &Fault,
+) -> Result<&'w dyn WorkerControl, NemesisError> {
+    workers.ok_or(NemesisError::NoWorkerControl {
+        fault: fault.name(),
+    })
+}
+
+/// Treat "already gone" as healed.
+fn ok_if_absent(r: Result<(), ClientError>) -> Result<(), ClientError> {
+    match r {
+        Err(e) if e.is_not_found() => Ok(()),
+        other => other,
+    }
+}
+
+/// Apply `fault` to `target`; `window` is how long it is meant to last (client stalls need it).
+pub async fn apply<C: Cluster>(
+    cluster: &C,
+    workers: Option<&dyn WorkerControl>,
+    fault: &Fault,
+    target: Target,
+    window: Duration,
+) -> Result<(), NemesisError> {
+    let node = match target {
+        Target::Worker(w) => {
+            need_workers(workers, fault)?.stall(w, window);
+            return Ok(());
+        }
+        Target::Node(n) => n,
+    };
+    let e = |verb| cluster_err(verb, fault, node);
+    match *fault {
+        Fault::Kill | Fault::RestartKeep | Fault::RestartWipe => {
+            cluster.kill(node).await.map_err(e("apply"))
+        }
+        Fault::Freeze => cluster.freeze(node).await.map_err(e("apply")),
+        Fault::Partition {
+            via: PartitionVia::Network,
+        } => cluster.disconnect(node).await.map_err(e("apply")),
+        Fault::Partition {
+            via: PartitionVia::Proxy,
+        } => need_proxy(cluster, fault)?
+            .disable(&proxy_name(node))
+            .await
+            .map(drop)
+            .map_err(proxy_err("apply", fault, node)),
+        Fault::BlackHole => need_proxy(cluster, fault)?
+            .black_hole(&proxy_name(node))
+            .await
+            .map(drop)
+            .map_err(proxy_err("apply", fault, node)),
+        Fault::Slow {
+            latency_ms,
+            jitter_ms,
+        } => need_proxy(cluster, fault)?
+            .add_latency(
+                &proxy_name(node),
+                Stream::Downstream,
+                Duration::from_millis(latency_ms),
+                Duration::from_millis(jitter_ms),
+            )
+            .await
+            .map(drop)
+            .map_err(proxy_err("apply", fault, node)),
+        Fault::ClockJump { offset_s } => cluster
+            .set_clock_offset(node, offset_s)
+            .await
+            .map_err(e("apply")),
+        Fault::ClientStall => Err(NemesisError::InvalidSchedule {
+            index: 0,
+            fault: fault.name(),
+            reason: format!("targets {node}; client stalls target workers"),
+        }),
+    }
+}
+
+/// Undo `fault` on `target`.
+pub async fn heal<C: Cluster>(
+    cluster: &C,
+    workers: Option<&dyn WorkerControl>,
+    fault: &Fault,
+    target: Target,
+) -> Result<(), NemesisError> {
+    let node = match target {
+        Target::Worker(w) => {
+            need_workers(workers, fault)?.resume(w);
+            return Ok(());
+        }
+        Target::Node(n) => n,
+    };
+    let e = |verb| cluster_err(verb, fault, node);
+    match *fault {
+        // `start` restarts a killed node from its AOF: that is Keep.
+        Fault::Kill | Fault::RestartKeep => cluster.start(node).await.map_err(e("heal")),
+        // Amnesia: come back empty, now, while the others still hold their keys.
+        Fault::RestartWipe => cluster
+            .restart(node, DataOnRestart::Wipe)
+            .await
+            .map_err(e("heal")),
+        Fault::Freeze => cluster.thaw(node).await.map_err(e("heal")),
+        Fault::Partition {
+            via: PartitionVia::Network,
+        } => cluster.reconnect(node).await.map_err(e("heal")),
+        Fault::Partition {
+            via: PartitionVia::Proxy,
+        } => need_proxy(cluster, fault)?
+            .enable(&proxy_name(node))
+            .await
+            .map(drop)
+            .map_err(proxy_err("heal", fault, node)),
+        Fault::BlackHole => {
+            let client = need_proxy(cluster, fault)?;
+            for toxic in BLACK_HOLE_TOXICS {
+                ok_if_absent(client.remove_toxic(&proxy_name(node), toxic).await)
+                    .map_err(proxy_err("heal", fault, node))?;
+            }
+            Ok(())
+        }
+        Fault::Slow { .. } => ok_if_absent(
+            need_proxy(cluster, fault)?
+                .remove_toxic(&proxy_name(node), SLOW_TOXIC)
+                .await,
+        )
+        .map_err(proxy_err("heal", fault, node)),
+        Fault::ClockJump { .. } => cluster.reset_clock(node).await.map_err(e("heal")),
+        Fault::ClientStall => Ok(()),
+    }
+}

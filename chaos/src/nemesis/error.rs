@@ -1,0 +1,52 @@
+//! What can go wrong while applying or healing faults.
+
+use crate::cluster::ClusterError;
+use crate::proxy::ClientError;
+
+/// Why a fault could not be scheduled, applied or healed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum NemesisError {
+    /// The schedule does not fit this cluster.
+    #[error("schedule entry {index} ({fault}): {reason}")]
+    InvalidSchedule {
+        /// Position in [`super::Schedule::faults`].
+        index: usize,
+        /// The fault's name.
+        fault: &'static str,
+        /// What to change.
+        reason: String,
+    },
+    /// A proxy fault on a cluster without a proxy layer.
+    #[error(
+        "{fault} needs the proxy layer; bring the cluster up with ProxyPlan::Chaos or ProxyPlan::External"
+    )]
+    NoProxy {
+        /// The fault's name.
+        fault: &'static str,
+    },
+    /// A client-side fault without a [`super::WorkerControl`].
+    #[error("{fault} targets workers; give the nemesis a WorkerControl (Nemesis::with_workers)")]
+    NoWorkerControl {
+        /// The fault's name.
+        fault: &'static str,
+    },
+    /// The cluster refused a fault or its heal.
+    #[error("{action}: {source}")]
+    Cluster {
+        /// What was being done, e.g. "apply kill to node 1".
+        action: String,
+        /// The cluster's error.
+        #[source]
+        source: ClusterError,
+    },
+    /// The proxy API refused a fault or its heal.
+    #[error("{action}: {source}")]
+    Proxy {
+        /// What was being done.
+        action: String,
+        /// The API client's error.
+        #[source]
+        source: ClientError,
+    },
+}

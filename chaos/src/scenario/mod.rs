@@ -1,0 +1,164 @@
+//! Named scenarios: a fault recipe plus what the run should show.
+//!
+//! # Map
+//! - this file: [`Scenario`], [`Expectation`], the list [`SCENARIOS`] and [`find`].
+//! - [`recipes`]: the seeded schedule generators behind each scenario.
+//!
+//! A scenario only says which faults happen when; the workload and the checker decide what
+//! a run did, and compare it with [`Scenario::expectation`].
+
+pub mod recipes;
+
+use std::time::Duration;
+
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use serde::Serialize;
+
+use crate::nemesis::{Schedule, ScheduledFault};
+
+/// What a correct lock + fenced resource must show under a scenario.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum Expectation {
+    /// Faults on a minority only: no exclusion violation and nothing lost in any mode, and
+    /// the lock stays available (acquire successes > 0 during the run).
+    SafeAndAvailable,
+    /// A majority is lost for a while: acquires fail cleanly (quorum not reached) while it
+    /// lasts, no violation, nothing lost.
+    UnavailableButSafe,
+    /// Outside the lock's model (amnesia, clock jumps, stalled clients): exclusion
+    /// violations and unfenced lost updates may happen and are reported, not failed;
+    /// the claim-first fenced mode still loses 0.
+    MayViolateFencingHolds,
+}
+
+impl Expectation {
+    /// One line, for listings.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Expectation::SafeAndAvailable => "safe and available",
+            Expectation::UnavailableButSafe => "unavailable while it lasts, safe",
+            Expectation::MayViolateFencingHolds => {
+                "violations possible (reported), claim-first loses 0"
+            }
+        }
+    }
+}
+
+/// Generates a scenario's faults (see [`recipes`]).
+pub type Recipe = fn(&mut StdRng, &Shape) -> Vec<ScheduledFault>;
+
+/// The run a schedule is made for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shape {
+    /// Length of the run.
+    pub duration: Duration,
+    /// Number of primaries.
+    pub nodes: usize,
+    /// Number of workload workers (client-side faults pick among them).
+    pub workers: usize,
+}
+
+/// A named fault recipe.
+#[derive(Debug, Clone, Copy)]
+pub struct Scenario {
+    /// E.g. `"kill-minority"`.
+    pub name: &'static str,
+    /// One line: what happens.
+    pub about: &'static str,
+    /// What the run should show.
+    pub expectation: Expectation,
+    recipe: Recipe,
+}
+
+impl Scenario {
+    /// The schedule for a run of `duration` on `nodes` primaries with `workers` workers;
+    /// the same arguments always give the same schedule.
+    pub fn schedule(
+        &self,
+        duration: Duration,
+        nodes: usize,
+        workers: usize,
+        seed: u64,
+    ) -> Schedule {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let shape = Shape {
+            duration,
+            nodes,
+            workers,
+        };
+        let mut faults = (self.recipe)(&mut rng, &shape);
+        faults.retain(|f| !f.targets.is_empty());
+        faults.sort_by_key(|f| f.start);
+        Schedule {
+            seed,
+            duration,
+            faults,
+        }
+    }
+}
+
+/// Every scenario, in the order `chaos scenarios` lists them.
+pub static SCENARIOS: &[Scenario] = &[
+    Scenario {
+        name: "kill-minority",
+        about: "SIGKILL a random minority, start it again with its AOF; repeat",
+        expectation: Expectation::SafeAndAvailable,
+        recipe: recipes::kill_minority,
+    },
+    Scenario {
+        name: "pause-minority",
+        about: "freeze (SIGSTOP / docker pause) a random minority, then thaw; repeat",
+        expectation: Expectation::SafeAndAvailable,
+        recipe: recipes::pause_minority,
+    },
+    Scenario {
+        name: "partition-minority",
+        about: "cut workers off a random minority at its proxy, then repair; repeat",
+        expectation: Expectation::SafeAndAvailable,
+        recipe: recipes::partition_minority,
+    },
+    Scenario {
+        name: "latency",
+        about: "100-800 ms (±20 %) reply latency on a random minority; repeat",
+        expectation: Expectation::SafeAndAvailable,
+        recipe: recipes::latency,
+    },
+    Scenario {
+        name: "amnesia-restart",
+        about: "kill one node and bring it back EMPTY within a second or so; repeat",
+        expectation: Expectation::MayViolateFencingHolds,
+        recipe: recipes::amnesia_restart,
+    },
+    Scenario {
+        name: "clock-jump",
+        about: "one node's clock jumps 20-60 s forward for a few seconds (Valkey only); repeat",
+        expectation: Expectation::MayViolateFencingHolds,
+        recipe: recipes::clock_jump,
+    },
+    Scenario {
+        name: "client-stall",
+        about: "one worker stalls for 15-30 % of the run (longer than a short TTL); repeat",
+        expectation: Expectation::MayViolateFencingHolds,
+        recipe: recipes::client_stall,
+    },
+    Scenario {
+        name: "majority-loss",
+        about: "kill a quorum of nodes for 20-35 % of the run, then start them again",
+        expectation: Expectation::UnavailableButSafe,
+        recipe: recipes::majority_loss,
+    },
+    Scenario {
+        name: "mixed",
+        about: "one minority fault after another: kill, restart, freeze, partition, black hole, latency",
+        expectation: Expectation::SafeAndAvailable,
+        recipe: recipes::mixed,
+    },
+];
+
+/// The scenario called `name`.
+pub fn find(name: &str) -> Option<&'static Scenario> {
+    SCENARIOS.iter().find(|s| s.name == name)
+}
