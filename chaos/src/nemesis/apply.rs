@@ -32,12 +32,18 @@ fn cluster_err(
     node: NodeId,
 ) -> impl FnOnce(ClusterError) -> NemesisError {
     let action = format!("{verb} {fault} on {node}");
-    move |source| NemesisError::Cluster { action, source }
+    move |source| NemesisError::Cluster {
+        action,
+        source: Box::new(source),
+    }
 }
 
 fn proxy_err(verb: &str, fault: &Fault, node: NodeId) -> impl FnOnce(ClientError) -> NemesisError {
     let action = format!("{verb} {fault} on {node} (proxy {})", proxy_name(node));
-    move |source| NemesisError::Proxy { action, source }
+    move |source| NemesisError::Proxy {
+        action,
+        source: Box::new(source),
+    }
 }
 
 fn need_proxy<'c, C: Cluster>(cluster: &'c C, fault: &Fault) -> Result<&'c Client, NemesisError> {

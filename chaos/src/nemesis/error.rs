@@ -38,7 +38,7 @@ pub enum NemesisError {
         action: String,
         /// The cluster's error.
         #[source]
-        source: ClusterError,
+        source: Box<ClusterError>,
     },
     /// The proxy API refused a fault or its heal.
     #[error("{action}: {source}")]
@@ -47,6 +47,6 @@ pub enum NemesisError {
         action: String,
         /// The API client's error.
         #[source]
-        source: ClientError,
+        source: Box<ClientError>,
     },
 }

@@ -10,7 +10,7 @@
 //!   [`WorkerControl`], how client-side faults reach the workload.
 //! - [`runner`]: [`Nemesis`], which plays a schedule on a tokio timeline, records when each
 //!   fault was really applied and healed, and heals whatever is active on every exit path.
-//! - [`error`]: [`NemesisError`].
+//! - [`error`]: what can go wrong ([`NemesisError`]).
 //!
 //! The named recipes that produce schedules live in [`crate::scenario`].
 //!
