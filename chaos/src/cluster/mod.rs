@@ -126,11 +126,13 @@ pub enum ProxyPlan {
     /// Our own Toxiproxy-compatible server: in-process on the local backend, a
     /// `chaos toxiproxy` container on the run's private network on the docker backend.
     Chaos,
-    /// A Toxiproxy run by someone else (Shopify's, e.g. the `compose/` stack), at `api`
-    /// (`http://127.0.0.1:8474`). Existing proxies `node<i>` are used as they are; missing
-    /// ones are created listening on `<listen_host>:0` with the node's upstream as the
-    /// backend sees it (local: `127.0.0.1:<port>`; docker: `<container>:6379`, so the
-    /// Toxiproxy must then be attached to the run's network). `listen_host` is the IP workers
+    /// A Toxiproxy run by someone else (Shopify's `toxiproxy-server` on this host, say), at
+    /// `api` (`http://127.0.0.1:8474`), in front of the nodes THIS cluster brings up. Missing
+    /// proxies `node<i>` are created listening on `<listen_host>:0` with the node's upstream
+    /// as the backend sees it (local: `127.0.0.1:<port>`; docker: `<container>:6379`, so the
+    /// Toxiproxy must then be attached to the run's network); existing ones must already
+    /// forward there. To use a whole stack someone else runs (the `compose/` stack, with its
+    /// own primaries), attach with [`proxied::ProxyLayer::attach`] instead. `listen_host` is the IP workers
     /// use to reach the proxies' listen ports (a proxy listening on `0.0.0.0` is reached there).
     External {
         /// Base URL of the Toxiproxy HTTP API.

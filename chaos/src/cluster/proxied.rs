@@ -69,6 +69,27 @@ fn reachable(listen: &str, reach_host: IpAddr) -> Result<SocketAddr, String> {
     })
 }
 
+/// Client and reach host for [`ProxyPlan::External`], once the API answers.
+async fn external_client(api: &str, listen_host: &str) -> Result<(Client, IpAddr), ClusterError> {
+    let host: IpAddr = listen_host.parse().map_err(|_| ClusterError::InvalidSpec {
+        reason: format!(
+            "ProxyPlan::External listen_host {listen_host:?} must be an IP address workers can reach (e.g. 127.0.0.1)"
+        ),
+    })?;
+    let client = Client::new(api).map_err(|e| ClusterError::InvalidSpec {
+        reason: format!("ProxyPlan::External api: {e}"),
+    })?;
+    wait_api(&client, Duration::from_secs(5)).await?;
+    Ok((client, host))
+}
+
+fn read_listen(name: &str, listen: &str, host: IpAddr) -> Result<SocketAddr, ClusterError> {
+    reachable(listen, host).map_err(|detail| ClusterError::Proxy {
+        action: format!("reading proxy {name}"),
+        detail,
+    })
+}
+
 /// Poll the API until it answers (bounded by `within`).
 pub(crate) async fn wait_api(client: &Client, within: Duration) -> Result<(), ClusterError> {
     let start = tokio::time::Instant::now();
@@ -132,29 +153,30 @@ impl ProxyLayer {
         Ok(layer)
     }
 
-    /// Any backend: use the Toxiproxy at `api`. An existing proxy `node<i>` is used as it is
-    /// (its upstream is the operator's business, as with `compose/toxiproxy.json`); a missing
-    /// one is created listening on `<listen_host>:0` with `upstreams[i]`.
+    /// Any backend: use the Toxiproxy at `api`. A missing proxy `node<i>` is created listening
+    /// on `<listen_host>:0` with `upstreams[i]`; an existing one must already forward there
+    /// (else its traffic would go to some other node: refused, with what to change).
     pub(crate) async fn external(
         api: &str,
         listen_host: &str,
         upstreams: &[String],
     ) -> Result<ProxyLayer, ClusterError> {
-        let host: IpAddr = listen_host.parse().map_err(|_| ClusterError::InvalidSpec {
-            reason: format!(
-                "ProxyPlan::External listen_host {listen_host:?} must be an IP address workers can reach (e.g. 127.0.0.1)"
-            ),
-        })?;
-        let client = Client::new(api).map_err(|e| ClusterError::InvalidSpec {
-            reason: format!("ProxyPlan::External api: {e}"),
-        })?;
-        wait_api(&client, Duration::from_secs(5)).await?;
+        let (client, host) = external_client(api, listen_host).await?;
         let mut listen = Vec::with_capacity(upstreams.len());
         let mut created = Vec::new();
         for (i, upstream) in upstreams.iter().enumerate() {
             let name = proxy_name(NodeId(i));
             let proxy = match client.get_proxy(&name).await {
-                Ok(p) => p,
+                Ok(p) if &p.upstream == upstream => p,
+                Ok(p) => {
+                    return Err(ClusterError::InvalidSpec {
+                        reason: format!(
+                            "proxy {name} at {api} forwards to {}, not to this cluster's {} ({upstream}); delete it there, or attach to that stack with ProxyLayer::attach",
+                            p.upstream,
+                            NodeId(i)
+                        ),
+                    });
+                }
                 Err(e) if e.is_not_found() => {
                     let p = client
                         .create_proxy(&NewProxy::new(&name, format!("{host}:0"), upstream))
@@ -165,17 +187,41 @@ impl ProxyLayer {
                 }
                 Err(e) => return Err(proxy_err(format!("reading proxy {name}"), e)),
             };
-            listen.push(
-                reachable(&proxy.listen, host).map_err(|detail| ClusterError::Proxy {
-                    action: format!("reading proxy {name}"),
-                    detail,
-                })?,
-            );
+            listen.push(read_listen(&name, &proxy.listen, host)?);
         }
         Ok(ProxyLayer {
             client,
             listen,
             owned: Owned::External { created },
+        })
+    }
+
+    /// Attach to a stack someone else runs (e.g. `compose/`): its Toxiproxy at `api` already
+    /// has proxies `node0..node{nodes-1}`, used as they are; workers reach their listen ports
+    /// at `listen_host`. Nothing is created; [`ProxyLayer::shutdown`] only heals them.
+    pub async fn attach(
+        api: &str,
+        listen_host: &str,
+        nodes: usize,
+    ) -> Result<ProxyLayer, ClusterError> {
+        let (client, host) = external_client(api, listen_host).await?;
+        let mut listen = Vec::with_capacity(nodes);
+        for i in 0..nodes {
+            let name = proxy_name(NodeId(i));
+            let proxy = client.get_proxy(&name).await.map_err(|e| {
+                proxy_err(
+                    format!("reading proxy {name} (configure node0..node{} there, see compose/toxiproxy.json)", nodes.saturating_sub(1)),
+                    e,
+                )
+            })?;
+            listen.push(read_listen(&name, &proxy.listen, host)?);
+        }
+        Ok(ProxyLayer {
+            client,
+            listen,
+            owned: Owned::External {
+                created: Vec::new(),
+            },
         })
     }
 
@@ -234,9 +280,14 @@ impl ProxyLayer {
         matches!(self.owned, Owned::Server(_))
     }
 
+    /// Worker addresses, one per node.
+    pub fn worker_addrs(&self) -> &[SocketAddr] {
+        &self.listen
+    }
+
     /// Stop what we own: the in-process server, or our proxies on an external Toxiproxy.
     /// Containers are removed by the backend with the run's other labelled resources.
-    pub(crate) async fn shutdown(&self) -> Result<(), ClusterError> {
+    pub async fn shutdown(&self) -> Result<(), ClusterError> {
         match &self.owned {
             Owned::Server(s) => {
                 let server = s.lock().unwrap_or_else(|e| e.into_inner()).take();
