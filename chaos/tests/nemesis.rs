@@ -422,3 +422,47 @@ async fn docker_proxy_partition_freeze_and_wipe_smoke() {
     let left = docker::list_labelled(&d, Some(&run)).await.expect("list");
     assert!(left.is_empty(), "left behind: {left:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn external_toxiproxy_plan_and_attach() {
+    use redlock_chaos::cluster::ProxyLayer;
+    use redlock_chaos::proxy::ProxyServer;
+    // Our own server stands in for a Toxiproxy someone else runs.
+    let server = ProxyServer::start("127.0.0.1:0".parse().unwrap())
+        .await
+        .expect("server");
+    let plan = ProxyPlan::External {
+        api: server.url(),
+        listen_host: "127.0.0.1".into(),
+    };
+    let c = LocalCluster::up(ClusterSpec::new(Flavour::Valkey, 2).with_proxy(plan))
+        .await
+        .expect("up with an external proxy");
+    for i in 0..2 {
+        ping(&url(&c, i), T).await.expect("PING via external proxy");
+    }
+    // Partition on local goes through the proxy.
+    c.disconnect(NodeId(1)).await.expect("disconnect");
+    assert!(ping(&url(&c, 1), T).await.is_err());
+    c.reconnect(NodeId(1)).await.expect("reconnect");
+
+    // Attaching reads the same proxies as they are.
+    let attached = ProxyLayer::attach(&server.url(), "127.0.0.1", 2)
+        .await
+        .expect("attach");
+    assert_eq!(
+        attached.worker_addrs()[0].to_string(),
+        url(&c, 0).trim_start_matches("redis://")
+    );
+    assert!(
+        ProxyLayer::attach(&server.url(), "127.0.0.1", 3)
+            .await
+            .is_err()
+    );
+
+    // down deletes the proxies it created there.
+    c.down().await.expect("down");
+    let client = redlock_chaos::proxy::Client::new(&server.url()).unwrap();
+    assert!(client.proxies().await.expect("proxies").is_empty());
+    server.shutdown().await.expect("shutdown");
+}
