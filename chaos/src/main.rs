@@ -1,3 +1,159 @@
 //! `chaos`: command-line entry point.
+//!
+//! - `chaos up`: bring a cluster up, print its worker URLs, write the state file, leave it
+//!   running.
+//! - `chaos down`: remove everything `chaos up` (or a crashed run) left behind.
 
-fn main() {}
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use redlock_chaos::cluster::state::{self, ClusterState};
+use redlock_chaos::cluster::{
+    self, AnyCluster, BackendKind, Cluster, ClusterSpec, DEFAULT_NODES, Flavour, NodeId, docker,
+    local,
+};
+
+#[derive(Debug, Parser)]
+#[command(name = "chaos", about = "Chaos rig for fenced-redlock")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Bring up a cluster of primaries and leave it running.
+    Up(UpArgs),
+    /// Remove everything labelled (docker) and stop processes recorded in the state file (local).
+    Down(DownArgs),
+}
+
+#[derive(Debug, Args)]
+struct UpArgs {
+    /// Backend; default: docker whenever an engine answers, else local.
+    #[arg(long, value_enum)]
+    backend: Option<BackendKind>,
+    /// Server implementation.
+    #[arg(long, value_enum, default_value_t = Flavour::Valkey)]
+    flavour: Flavour,
+    /// Number of primaries.
+    #[arg(long, default_value_t = DEFAULT_NODES)]
+    nodes: usize,
+    /// State file to write.
+    #[arg(long, default_value_os_t = state::default_path())]
+    state: PathBuf,
+}
+
+#[derive(Debug, Args)]
+struct DownArgs {
+    /// State file written by `chaos up`.
+    #[arg(long, default_value_os_t = state::default_path())]
+    state: PathBuf,
+    /// Also remove the cached server images.
+    #[arg(long)]
+    images: bool,
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Up(args) => up(args).await,
+        Command::Down(args) => down(args).await,
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn up(args: UpArgs) -> Result<(), cluster::ClusterError> {
+    if args.state.exists() {
+        return Err(cluster::ClusterError::StateFile {
+            path: args.state.clone(),
+            detail: "a cluster is already up; run `chaos down` first".into(),
+        });
+    }
+    let backend = match args.backend {
+        Some(b) => b,
+        None => BackendKind::detect().await,
+    };
+    let spec = ClusterSpec::new(args.flavour, args.nodes);
+    // Ctrl-C while coming up drops the half-built cluster, whose Drop guard cleans up.
+    let cluster = tokio::select! {
+        c = AnyCluster::up(backend, spec) => c?,
+        _ = tokio::signal::ctrl_c() => {
+            eprintln!("interrupted; cleaned up");
+            return Ok(());
+        }
+    };
+    println!(
+        "run {} ({} backend, {}), {} nodes:",
+        cluster.run_id(),
+        cluster.backend_name(),
+        cluster.server_version(),
+        cluster.nodes()
+    );
+    for i in 0..cluster.nodes() {
+        println!("  {}", cluster.worker_url(NodeId(i))?);
+    }
+    let st = cluster.detach()?;
+    st.write(&args.state)?;
+    println!("state: {}", args.state.display());
+    Ok(())
+}
+
+async fn down(args: DownArgs) -> Result<(), cluster::ClusterError> {
+    let st = if args.state.exists() {
+        Some(ClusterState::read(&args.state)?)
+    } else {
+        None
+    };
+    if let Some(st) = &st
+        && st.backend == BackendKind::Local
+    {
+        let n = local::teardown_detached(st)?;
+        println!("local run {}: stopped {n} processes", st.run_id);
+    }
+    // Docker resources are found by label, state file or not (a crashed run writes none).
+    if docker::engine_available().await {
+        let removed = docker::remove_labelled(None).await?;
+        println!(
+            "docker: removed {} containers, {} networks, {} volumes",
+            removed.containers.len(),
+            removed.networks.len(),
+            removed.volumes.len()
+        );
+        if args.images {
+            let d = docker::connect().await?;
+            let images = docker::remove_images(&d).await?;
+            println!("docker: removed {} images", images.len());
+        }
+    }
+    if let Some(st) = &st {
+        if let Some(dir) = &st.dir
+            && dir.exists()
+        {
+            std::fs::remove_dir_all(dir).map_err(|e| cluster::ClusterError::Io {
+                action: format!("removing {}", dir.display()),
+                source: e,
+            })?;
+        }
+        std::fs::remove_file(&args.state).map_err(|e| cluster::ClusterError::Io {
+            action: format!("removing {}", args.state.display()),
+            source: e,
+        })?;
+    }
+    Ok(())
+}

