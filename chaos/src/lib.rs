@@ -1,5 +1,11 @@
 //! The chaos rig for `fenced-redlock` (work in progress).
 //!
 //! - [`cluster`]: N Redis/Valkey primaries (docker or local processes) and the faults run on them.
+//! - [`pg`]: a throwaway PostgreSQL server (or an existing one) for the fenced counter.
+//! - [`workload`]: the fenced counter — workers, modes, stalls — and the fencing table.
+//! - [`checker`]: lost updates and exclusion violations, computed from a run's records.
 
+pub mod checker;
 pub mod cluster;
+pub mod pg;
+pub mod workload;
