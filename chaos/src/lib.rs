@@ -3,9 +3,11 @@
 //! - [`cluster`]: N Redis/Valkey primaries (docker or local processes) and the faults run on them.
 //! - [`pg`]: a throwaway PostgreSQL server (or an existing one) for the fenced counter.
 //! - [`workload`]: the fenced counter — workers, modes, stalls — and the fencing table.
+//! - [`commands`]: `chaos fencing-table` and `chaos lock`.
 //! - [`checker`]: lost updates and exclusion violations, computed from a run's records.
 
 pub mod checker;
 pub mod cluster;
+pub mod commands;
 pub mod pg;
 pub mod workload;

@@ -3,6 +3,9 @@
 //! - `chaos up`: bring a cluster up, print its worker URLs, write the state file, leave it
 //!   running.
 //! - `chaos down`: remove everything `chaos up` (or a crashed run) left behind.
+//! - `chaos fencing-table`: the fenced counter at every stall rate × mode (see the library's
+//!   `commands::fencing_table`).
+//! - `chaos lock`: acquire once, hold, release, report per node.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -13,6 +16,8 @@ use redlock_chaos::cluster::{
     self, AnyCluster, BackendKind, Cluster, ClusterSpec, DEFAULT_NODES, Flavour, NodeId, docker,
     local,
 };
+use redlock_chaos::commands::fencing_table::{self, FencingTableArgs};
+use redlock_chaos::commands::lock::{self, LockArgs};
 
 #[derive(Debug, Parser)]
 #[command(name = "chaos", about = "Chaos rig for fenced-redlock")]
@@ -27,6 +32,10 @@ enum Command {
     Up(UpArgs),
     /// Remove everything labelled (docker) and stop processes recorded in the state file (local).
     Down(DownArgs),
+    /// Run the fenced counter at every stall rate × mode and print lost updates per setting.
+    FencingTable(FencingTableArgs),
+    /// Acquire a lock once, hold it, release it, and report what each node said.
+    Lock(LockArgs),
 }
 
 #[derive(Debug, Args)]
@@ -68,6 +77,34 @@ async fn main() -> ExitCode {
     let result = match cli.command {
         Command::Up(args) => up(args).await,
         Command::Down(args) => down(args).await,
+        Command::FencingTable(args) => {
+            return match fencing_table::run(args).await {
+                Ok(table) => {
+                    print!("{table}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
+        Command::Lock(args) => {
+            return match lock::run(args).await {
+                Ok((out, acquired)) => {
+                    println!("{out}");
+                    if acquired {
+                        ExitCode::SUCCESS
+                    } else {
+                        ExitCode::FAILURE
+                    }
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::from(2)
+                }
+            };
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -94,8 +94,16 @@ pub enum PgError {
         name: String,
     },
     /// The statement failed (connection lost, table missing, …).
-    #[error("postgres: {0}")]
+    #[error("postgres: {}", describe(.0))]
     Postgres(#[from] tokio_postgres::Error),
+}
+
+/// `tokio_postgres::Error` displays a server error as just "db error"; say which.
+fn describe(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{} ({}): {}", db.message(), db.code().code(), e),
+        None => e.to_string(),
+    }
 }
 
 /// Outcome of a fenced write.

@@ -11,6 +11,7 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
+use fenced_redlock::pg::CounterTable;
 use serde::{Deserialize, Serialize};
 use tokio::sync::Semaphore;
 
@@ -77,6 +78,13 @@ pub async fn run_table(cfg: TableConfig, progress: Arc<Progress>) -> Result<Tabl
     if cfg.jobs == 0 {
         return Err(RunError::Invalid("jobs = 0; use at least 1".into()));
     }
+    // Once, before the runs: concurrent `CREATE TABLE IF NOT EXISTS` can still collide.
+    let admin = crate::pg::connect(&cfg.pg_dsn).await?;
+    CounterTable::default()
+        .create_if_missing(&admin)
+        .await
+        .map_err(|source| RunError::Pg { worker: 0, source })?;
+    drop(admin);
     let limit = Arc::new(Semaphore::new(cfg.jobs));
     let total = cfg.rates.len() * cfg.modes.len() * cfg.runs as usize;
     let mut tasks = tokio::task::JoinSet::new();
