@@ -206,7 +206,17 @@ impl CounterTable {
     /// # Errors
     /// [`PgError::Postgres`] when the statement fails.
     pub async fn create_if_missing<C: GenericClient>(&self, client: &C) -> Result<(), PgError> {
-        client.execute(self.create.as_str(), &[]).await?;
+        // Look first: `IF NOT EXISTS` on an existing table sends a NOTICE every time.
+        let exists = client
+            .query_typed_opt(
+                "SELECT 1 FROM pg_catalog.pg_class WHERE oid = to_regclass($1)",
+                &[(&self.name, Type::TEXT)],
+            )
+            .await?
+            .is_some();
+        if !exists {
+            client.execute(self.create.as_str(), &[]).await?;
+        }
         Ok(())
     }
 
