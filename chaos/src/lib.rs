@@ -4,8 +4,16 @@
 //! - [`proxy`]: Toxiproxy-compatible proxy server and async client.
 //! - [`nemesis`]: faults as data, seeded schedules, applied and always healed.
 //! - [`scenario`]: named fault recipes (`chaos scenarios`) and what each should show.
+//! - [`pg`]: a throwaway PostgreSQL server (or an existing one) for the fenced counter.
+//! - [`workload`]: the fenced counter — workers, modes, stalls — and the fencing table.
+//! - [`commands`]: `chaos fencing-table` and `chaos lock`.
+//! - [`checker`]: lost updates and exclusion violations, computed from a run's records.
 
+pub mod checker;
 pub mod cluster;
+pub mod commands;
 pub mod nemesis;
+pub mod pg;
 pub mod proxy;
 pub mod scenario;
+pub mod workload;

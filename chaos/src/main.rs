@@ -5,6 +5,9 @@
 //!   running.
 //! - `chaos down`: remove everything `chaos up` (or a crashed run) left behind.
 //! - `chaos scenarios`: list the named fault scenarios, one line each.
+//! - `chaos fencing-table`: the fenced counter at every stall rate × mode (see the library's
+//!   `commands::fencing_table`).
+//! - `chaos lock`: acquire once, hold, release, report per node.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -16,6 +19,8 @@ use redlock_chaos::cluster::{
     self, AnyCluster, BackendKind, Cluster, ClusterSpec, DEFAULT_NODES, Flavour, NodeId, ProxyPlan,
     docker, local,
 };
+use redlock_chaos::commands::fencing_table::{self, FencingTableArgs};
+use redlock_chaos::commands::lock::{self, LockArgs};
 
 #[derive(Debug, Parser)]
 #[command(name = "chaos", about = "Chaos rig for fenced-redlock")]
@@ -38,6 +43,10 @@ enum Command {
     Down(DownArgs),
     /// List the named fault scenarios: name, what happens, what the run should show.
     Scenarios,
+    /// Run the fenced counter at every stall rate × mode and print lost updates per setting.
+    FencingTable(FencingTableArgs),
+    /// Acquire a lock once, hold it, release it, and report what each node said.
+    Lock(LockArgs),
 }
 
 #[derive(Debug, Args)]
@@ -103,6 +112,34 @@ async fn main() -> ExitCode {
                 );
             }
             Ok(())
+        }
+        Command::FencingTable(args) => {
+            return match fencing_table::run(args).await {
+                Ok(table) => {
+                    print!("{table}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("chaos: {e}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
+        Command::Lock(args) => {
+            return match lock::run(args).await {
+                Ok((out, acquired)) => {
+                    println!("{out}");
+                    if acquired {
+                        ExitCode::SUCCESS
+                    } else {
+                        ExitCode::FAILURE
+                    }
+                }
+                Err(e) => {
+                    eprintln!("chaos: {e}");
+                    ExitCode::from(2)
+                }
+            };
         }
     };
     match result {

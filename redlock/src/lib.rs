@@ -43,8 +43,8 @@
 //!   past its validity believing it still holds the lock, while someone else does.
 //!   Nothing in the lock service can stop that holder's next write. Only the resource
 //!   can: send the [`FenceToken`] with each write and have the resource reject smaller
-//!   ones — best by claiming the token *before* reading (see the `redlock-chaos`
-//!   crate's fenced counter). Check [`Lease::is_valid`] between steps; it narrows the
+//!   ones — best by claiming the token *before* reading (see `pg`, feature `postgres`,
+//!   and the `redlock-chaos` crate's fenced counter). Check [`Lease::is_valid`] between steps; it narrows the
 //!   window, it does not close it.
 //! - **Clocks.** Validity assumes the servers' clocks advance at nearly the rate of
 //!   ours (the drift allowance is 1 % + 2 ms). A server clock that *jumps* (manual change,
@@ -73,6 +73,8 @@
 //! - `notify`: release notifications for waiters.
 //! - `script`: the Lua scripts. `node`: one primary and its deadline. `token`: owner tokens.
 //! - [`error`]: [`ConfigError`], [`LockError`], per-node failures.
+//! - `pg` (feature `postgres`): fenced writes to a PostgreSQL counter table — the
+//!   resource side of fencing tokens.
 
 mod client;
 pub mod config;
@@ -81,6 +83,8 @@ pub mod fence;
 mod lease;
 mod node;
 mod notify;
+#[cfg(feature = "postgres")]
+pub mod pg;
 mod quorum;
 mod renew;
 mod script;

@@ -1,5 +1,7 @@
-//! Test fixtures: a throwaway `redis-server` on a free loopback port, and a
-//! raw RESP `PING` so tests control exactly which bytes cross the proxy.
+//! Test fixtures: a throwaway `redis-server` on a free loopback port, a raw RESP `PING` so
+//! tests control exactly which bytes cross the proxy, five local primaries (the cluster
+//! module's local backend) and a private PostgreSQL server. All clean up on drop, also when
+//! a test panics.
 
 #![allow(dead_code, unreachable_pub)]
 
@@ -116,4 +118,24 @@ pub async fn ping_within(s: &mut TcpStream, within: Duration) -> io::Result<()> 
         Ok(r) => r,
         Err(_) => Err(io::Error::new(io::ErrorKind::TimedOut, "client timeout")),
     }
+}
+
+/// Five primaries; killed and their dir removed when dropped.
+pub async fn five_primaries() -> (redlock_chaos::cluster::LocalCluster, Vec<String>) {
+    use redlock_chaos::cluster::{Cluster, ClusterSpec, Flavour, LocalCluster, NodeId};
+    let cluster = LocalCluster::up(ClusterSpec::new(Flavour::Redis, 5))
+        .await
+        .expect("starting 5 local redis-server primaries");
+    let urls = (0..cluster.nodes())
+        .map(|i| cluster.worker_url(NodeId(i)).expect("url"))
+        .collect();
+    (cluster, urls)
+}
+
+/// A private PostgreSQL 15.
+pub async fn postgres() -> redlock_chaos::pg::PgServer {
+    tokio::task::spawn_blocking(redlock_chaos::pg::PgServer::start)
+        .await
+        .expect("join")
+        .expect("starting postgres")
 }

@@ -1,0 +1,10 @@
+//! The checker: what a fenced-counter run did, computed from its records by pure functions.
+//!
+//! - [`exclusion`]: pairs of grants whose hold windows overlap (mutual exclusion broken).
+//! - [`report`]: per-run numbers ([`RunReport`]) and their summary over runs ([`Summary`]).
+
+pub mod exclusion;
+pub mod report;
+
+pub use exclusion::{Window, exclusion_violations};
+pub use report::{RunReport, Summary, lost};

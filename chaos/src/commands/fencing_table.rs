@@ -1,0 +1,166 @@
+//! `chaos fencing-table`: runs every stall rate × mode × run and prints the table.
+//!
+//! Lock nodes come from `--nodes` / `REDLOCK_NODES`, else five local primaries are started
+//! (cluster module, local backend) and removed afterwards. PostgreSQL comes from
+//! `--pg-url` / `PG_DSN`, else a private server is started and removed afterwards.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+
+use crate::cluster::{Cluster, ClusterSpec, DEFAULT_NODES, Flavour, LocalCluster, NodeId};
+use crate::pg::Pg;
+use crate::workload::mode::{Mode, Preset};
+use crate::workload::table::{self, TableConfig};
+
+/// Sections per run with `--quick`.
+pub const QUICK_SECTIONS: u64 = 1_000;
+
+/// Arguments of `chaos fencing-table`.
+#[derive(Debug, Args)]
+pub struct FencingTableArgs {
+    /// CI size: at most 1,000 sections per run.
+    #[arg(long)]
+    pub quick: bool,
+    /// Runs per stall rate and mode.
+    #[arg(long, default_value_t = 5)]
+    pub runs: u32,
+    /// Stall probabilities, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "0.001,0.01,0.05")]
+    pub rates: Vec<f64>,
+    /// Modes, comma-separated.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "none,write_only,claim_first"
+    )]
+    pub modes: Vec<Mode>,
+    /// Timings: `default` (5 ms work, 300 ms stalls) or `overlap` (100 ms work, 100-300 ms stalls).
+    #[arg(long, value_enum, default_value_t = Preset::Default)]
+    pub preset: Preset,
+    /// Workers per run.
+    #[arg(long, default_value_t = 8)]
+    pub workers: usize,
+    /// Completed sections per run.
+    #[arg(long, default_value_t = 10_000)]
+    pub sections: u64,
+    /// Seed (random when not given; printed so the run can be repeated).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Runs in flight at once (each holds `workers` Postgres connections).
+    #[arg(long, default_value_t = 12)]
+    pub jobs: usize,
+    /// Budget of each run.
+    #[arg(long, value_parser = super::parse_duration, default_value = "30m")]
+    pub run_timeout: Duration,
+    /// Write the results as JSON here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Existing PostgreSQL (DSN or URL); default: start a private one.
+    #[arg(long, env = "PG_DSN")]
+    pub pg_url: Option<String>,
+    /// Lock nodes, comma-separated redis:// URLs; default: start five local primaries.
+    #[arg(long, env = "REDLOCK_NODES", value_delimiter = ',')]
+    pub nodes: Vec<String>,
+    /// Server for the local primaries.
+    #[arg(long, value_enum, default_value_t = Flavour::Redis)]
+    pub flavour: Flavour,
+}
+
+/// Runs the command; returns the rendered table.
+///
+/// # Errors
+/// A message saying what failed and what to change.
+pub async fn run(args: FencingTableArgs) -> Result<String, String> {
+    let seed = args.seed.unwrap_or_else(rand::random);
+    let sections = if args.quick {
+        args.sections.min(QUICK_SECTIONS)
+    } else {
+        args.sections
+    };
+    let pg_url = args.pg_url.clone();
+    let owned_pg = pg_url.as_deref().is_none_or(|u| u.trim().is_empty());
+    if owned_pg && args.jobs.saturating_mul(args.workers) + 10 > crate::pg::MAX_CONNECTIONS as usize
+    {
+        return Err(format!(
+            "--jobs {} × --workers {} needs more than the {} connections the private postgres allows; lower --jobs",
+            args.jobs,
+            args.workers,
+            crate::pg::MAX_CONNECTIONS
+        ));
+    }
+    let pg = tokio::task::spawn_blocking(move || Pg::from_url_or_start(pg_url))
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())?;
+    let mut cluster = None;
+    let nodes = if args.nodes.is_empty() {
+        let c = LocalCluster::up(ClusterSpec::new(args.flavour, DEFAULT_NODES))
+            .await
+            .map_err(|e| format!("starting local primaries: {e}"))?;
+        let urls = (0..c.nodes())
+            .map(|i| c.worker_url(NodeId(i)))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| e.to_string())?;
+        cluster = Some(c);
+        urls
+    } else {
+        args.nodes.clone()
+    };
+    eprintln!(
+        "fencing-table: seed {seed}, {} rates × {} modes × {} runs, {sections} sections, {} workers, preset {}, {} jobs",
+        args.rates.len(),
+        args.modes.len(),
+        args.runs,
+        args.workers,
+        args.preset.name(),
+        args.jobs
+    );
+    let cfg = TableConfig {
+        nodes,
+        pg_dsn: pg.dsn(),
+        rates: args.rates.clone(),
+        modes: args.modes.clone(),
+        runs: args.runs,
+        preset: args.preset,
+        workers: args.workers,
+        sections,
+        seed,
+        jobs: args.jobs,
+        run_timeout: args.run_timeout,
+    };
+    let started = Instant::now();
+    let progress: Arc<table::Progress> = Arc::new(|done, total, rate, mode, run, r, elapsed| {
+        eprintln!(
+            "[{done}/{total}] rate {rate} {} run {run}: stalls {} lost {} rejected {} violations {} ({:.1}s)",
+            mode.name(),
+            r.stalls,
+            r.lost,
+            r.rejected,
+            r.exclusion_violations,
+            elapsed.as_secs_f64()
+        );
+    });
+    let result = table::run_table(cfg, progress).await;
+    if let Some(c) = cluster {
+        // Errors here leave processes the Drop guard still removes.
+        let _ = c.down().await;
+    }
+    tokio::task::spawn_blocking(move || drop(pg))
+        .await
+        .map_err(|e| e.to_string())?;
+    let result = result.map_err(|e| e.to_string())?;
+    let wall = started.elapsed();
+    if let Some(path) = &args.json {
+        let json = serde_json::to_string_pretty(&result).map_err(|e| e.to_string())?;
+        std::fs::write(path, json).map_err(|e| format!("writing {}: {e}", path.display()))?;
+    }
+    Ok(format!(
+        "{}seed {seed}; {sections} sections per run; wall time {:.1}s\n",
+        table::render(&result),
+        wall.as_secs_f64()
+    ))
+}

@@ -1,0 +1,170 @@
+//! `chaos lock`: acquire once, hold, release, and report what each node said.
+
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use fenced_redlock::{LockError, NodeOutcome, Redlock};
+use serde::Serialize;
+
+/// Arguments of `chaos lock`.
+#[derive(Debug, Args)]
+pub struct LockArgs {
+    /// Lock nodes, comma-separated redis:// URLs.
+    #[arg(long, env = "REDLOCK_NODES", value_delimiter = ',', required = true)]
+    pub nodes: Vec<String>,
+    /// Resource to lock.
+    #[arg(long)]
+    pub resource: String,
+    /// Lease TTL.
+    #[arg(long, value_parser = super::parse_duration, default_value = "10s")]
+    pub ttl: Duration,
+    /// How long to wait for the lock (0 = one attempt).
+    #[arg(long, value_parser = super::parse_duration, default_value = "5s")]
+    pub wait: Duration,
+    /// How long to hold it before releasing.
+    #[arg(long, value_parser = super::parse_duration, default_value = "0s")]
+    pub hold: Duration,
+    /// Ask for a fencing token.
+    #[arg(long)]
+    pub fence: bool,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// One node's answer, as printed.
+#[derive(Debug, Clone, Serialize)]
+pub struct NodeLine {
+    /// `host:port`.
+    pub addr: String,
+    /// `granted`, `held`, `no_answer` or `failed: …`.
+    pub outcome: String,
+    /// Round-trip time(s) of the acquire on this node; absent if it never answered.
+    pub latency_us: Option<u64>,
+}
+
+/// What `chaos lock` prints as JSON.
+#[derive(Debug, Clone, Serialize)]
+pub struct LockReport {
+    /// Whether the lock was acquired.
+    pub acquired: bool,
+    /// The resource.
+    pub resource: String,
+    /// Validity at the grant, in ms.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub validity_ms: Option<u64>,
+    /// Time of the whole acquire (including waiting), in µs.
+    pub elapsed_us: u64,
+    /// Fencing token (with `--fence`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fence: Option<u64>,
+    /// Per node, in configuration order (empty when not acquired).
+    pub nodes: Vec<NodeLine>,
+    /// Why not, when not acquired.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Runs the command. `Ok` carries the output and whether the lock was acquired.
+///
+/// # Errors
+/// A message when the settings are invalid.
+pub async fn run(args: LockArgs) -> Result<(String, bool), String> {
+    let lock = Redlock::builder(&args.nodes)
+        .ttl(args.ttl)
+        .fencing(args.fence)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let started = Instant::now();
+    let result = lock.acquire(&args.resource, args.wait).await;
+    let elapsed_us = micros(started.elapsed());
+    let report = match result {
+        Ok(lease) => {
+            let report = LockReport {
+                acquired: true,
+                resource: args.resource.clone(),
+                validity_ms: Some(u64::try_from(lease.remaining().as_millis()).unwrap_or(u64::MAX)),
+                elapsed_us,
+                fence: lease.fence().map(|f| f.get()),
+                nodes: lease
+                    .nodes()
+                    .iter()
+                    .map(|n| NodeLine {
+                        addr: n.addr.clone(),
+                        outcome: outcome_name(&n.outcome),
+                        latency_us: n.latency.map(micros),
+                    })
+                    .collect(),
+                error: None,
+            };
+            tokio::time::sleep(args.hold).await;
+            let _ = lease.release().await;
+            report
+        }
+        Err(e) => LockReport {
+            acquired: false,
+            resource: args.resource.clone(),
+            validity_ms: None,
+            elapsed_us,
+            fence: None,
+            nodes: Vec::new(),
+            error: Some(explain(&e)),
+        },
+    };
+    let text = if args.json {
+        serde_json::to_string(&report).map_err(|e| e.to_string())?
+    } else {
+        render(&report)
+    };
+    Ok((text, report.acquired))
+}
+
+fn explain(e: &LockError) -> String {
+    if e.is_contended() {
+        format!("{e} (the resource is held by someone else; wait longer with --wait)")
+    } else {
+        format!("{e} (check that the nodes in --nodes / REDLOCK_NODES are up)")
+    }
+}
+
+fn outcome_name(o: &NodeOutcome) -> String {
+    match o {
+        NodeOutcome::Granted => "granted".into(),
+        NodeOutcome::Held => "held".into(),
+        NodeOutcome::NoAnswer => "no_answer".into(),
+        NodeOutcome::Failed(e) => format!("failed: {e}"),
+        other => format!("{other:?}"),
+    }
+}
+
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+fn render(r: &LockReport) -> String {
+    let mut s = if r.acquired {
+        format!(
+            "acquired {:?} in {} µs, valid for {} ms",
+            r.resource,
+            r.elapsed_us,
+            r.validity_ms.unwrap_or(0)
+        )
+    } else {
+        format!(
+            "NOT acquired {:?} after {} µs: {}",
+            r.resource,
+            r.elapsed_us,
+            r.error.as_deref().unwrap_or("unknown")
+        )
+    };
+    if let Some(f) = r.fence {
+        s.push_str(&format!(", fence {f}"));
+    }
+    for n in &r.nodes {
+        let lat = n
+            .latency_us
+            .map_or_else(|| "-".to_owned(), |l| format!("{l} µs"));
+        s.push_str(&format!("\n  {:<22} {:<10} {lat}", n.addr, n.outcome));
+    }
+    s
+}

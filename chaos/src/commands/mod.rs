@@ -1,0 +1,32 @@
+//! Subcommands of `chaos` that live in the library so they can be tested and so `main.rs`
+//! only dispatches.
+//!
+//! - [`fencing_table`]: `chaos fencing-table`, the stall rate × mode table.
+//! - [`lock`]: `chaos lock`, acquire–hold–release once and report per node.
+
+pub mod fencing_table;
+pub mod lock;
+
+use std::time::Duration;
+
+/// Parses `10s`, `250ms`, `1m 30s` (humantime).
+///
+/// # Errors
+/// A message naming the accepted units.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s)
+        .map_err(|e| format!("{e}: write a duration with a unit, e.g. 10s, 250ms, 1m"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_need_units() {
+        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        let err = parse_duration("10").expect_err("no unit");
+        assert!(err.contains("e.g. 10s"), "{err}");
+    }
+}

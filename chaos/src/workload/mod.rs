@@ -1,0 +1,17 @@
+//! The fenced-counter workload: W workers increment one PostgreSQL row under one lock.
+//!
+//! - [`mode`]: how a critical section writes ([`Mode`]) and its timings ([`Preset`], [`Timing`]).
+//! - [`stall`]: how a worker stalls ([`Stall`]) — today an async sleep; the seam for a real
+//!   process pause later.
+//! - [`counter`]: one run ([`run_counter`]) and what it records ([`Grant`], [`RunOutcome`]).
+//! - [`table`]: every stall rate × mode × run, concurrently, summarised ([`run_table`]).
+
+pub mod counter;
+pub mod mode;
+pub mod stall;
+pub mod table;
+
+pub use counter::{CounterConfig, Grant, RunError, RunOutcome, run_counter};
+pub use mode::{Mode, Preset, StallLength, Timing};
+pub use stall::Stall;
+pub use table::{TableConfig, TableResult, run_table};
