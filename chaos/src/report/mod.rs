@@ -1,0 +1,12 @@
+//! What a chaos run writes down, and how people and CI read it.
+//!
+//! # Map
+//! - [`model`]: the `report.json` schema — the contract between the runner (which fills it)
+//!   and every renderer (which only reads it). `chaos report DIR` re-renders from the file.
+
+pub mod model;
+
+pub use model::{
+    ChaosReport, CounterSample, FaultWindow, GrantSpan, LatencySample, ModeReport, ModeTimeline,
+    Ms, Outcome, RejectedWrite, ScenarioReport, Verdict, ViolationMark,
+};

@@ -1,0 +1,295 @@
+//! The `report.json` schema.
+//!
+//! One [`ChaosReport`] per `chaos run`: the run's identity (seed, backend, server), then one
+//! [`ScenarioReport`] per scenario with its faults as applied, the per-mode summary the
+//! verdict is computed from, the verdict, and a [`ModeTimeline`] per mode for drawing.
+//! All times are milliseconds (or microseconds where named `_us`) since the scenario's start,
+//! on one monotonic clock, so grants, faults and writes line up.
+//!
+//! The summary keys are stable (`sections`, `lost`, `rejected`, `exclusion_violations`,
+//! `acquire_attempts`, `acquire_failures`, `acquire_p50_us`, `acquire_p99_us`); fields may
+//! be added, never renamed.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// File name of the report inside the report directory.
+pub const REPORT_FILE: &str = "report.json";
+
+/// A whole run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChaosReport {
+    /// Schema version of this file.
+    pub schema: u32,
+    /// Run id (also the docker label value).
+    pub run_id: String,
+    /// Seed every random choice was derived from; rerun with `--seed` to repeat the faults.
+    pub seed: u64,
+    /// `docker` or `local`.
+    pub backend: String,
+    /// `redis` or `valkey`.
+    pub flavour: String,
+    /// E.g. `valkey 8.1.8`.
+    pub server_version: String,
+    /// Number of primaries.
+    pub nodes: usize,
+    /// Wall-clock start, RFC 3339 (UTC).
+    pub started_at: String,
+    /// The command line that produced this report.
+    pub command: String,
+    /// Scenarios in the order they ran.
+    pub scenarios: Vec<ScenarioReport>,
+    /// Worst verdict over all scenarios.
+    pub verdict: Outcome,
+}
+
+/// Pass, fail, or the harness could not tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    /// Every expectation met.
+    Pass,
+    /// The harness itself failed (no verdict possible); exit code 2.
+    Unknown,
+    /// A safety expectation failed; exit code 1.
+    Fail,
+}
+
+impl Outcome {
+    /// The process exit code CI relies on: 0 pass, 1 safety failure, 2 harness failure.
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Outcome::Pass => 0,
+            Outcome::Fail => 1,
+            Outcome::Unknown => 2,
+        }
+    }
+
+    /// The worse of two outcomes (fail > unknown > pass).
+    pub fn worst(self, other: Outcome) -> Outcome {
+        self.max(other)
+    }
+}
+
+/// A verdict and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Verdict {
+    /// Outcome.
+    pub outcome: Outcome,
+    /// One sentence per expectation checked (met or not), or the harness error.
+    pub reasons: Vec<String>,
+}
+
+/// One scenario.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScenarioReport {
+    /// Scenario name, e.g. `kill-minority`.
+    pub name: String,
+    /// One line: what happens.
+    pub about: String,
+    /// The documented expectation, as a sentence.
+    pub expected: String,
+    /// Seed of this scenario's schedule and workers.
+    pub seed: u64,
+    /// Planned length.
+    pub duration_ms: u64,
+    /// Faults as actually applied and healed.
+    pub faults: Vec<FaultWindow>,
+    /// Per mode: `none`, `write_only`, `claim_first`.
+    pub modes: BTreeMap<String, ModeReport>,
+    /// The verdict against `expected`.
+    pub verdict: Verdict,
+    /// What happened when, per mode (same keys as `modes`).
+    pub timeline: BTreeMap<String, ModeTimeline>,
+}
+
+/// One fault as applied.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FaultWindow {
+    /// E.g. `kill`, `freeze`, `partition`, `slow`, `clock-jump`, `client-stall`.
+    pub kind: String,
+    /// Human detail, e.g. `+50ms ±10ms` or `offset +20s`.
+    pub detail: String,
+    /// `n0`…`n4` for nodes, `w0`… for workers.
+    pub targets: Vec<String>,
+    /// When it took effect.
+    pub start_ms: u64,
+    /// When it was healed (`None`: never healed — a harness failure).
+    pub end_ms: Option<u64>,
+}
+
+/// The summary of one mode in one scenario.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModeReport {
+    /// Critical sections that completed (their write was accepted).
+    pub sections: u64,
+    /// `sections − final counter value`: increments that vanished.
+    pub lost: i64,
+    /// Writes the fenced resource refused (redone under a fresh lock).
+    pub rejected: u64,
+    /// Pairs of grants whose holding windows overlapped.
+    pub exclusion_violations: u64,
+    /// Acquire attempts (each a full quorum round).
+    pub acquire_attempts: u64,
+    /// Attempts that did not get the lock (contention, quorum loss, timeouts).
+    pub acquire_failures: u64,
+    /// Acquires that ended in an error other than contention (quorum unreachable).
+    pub acquire_errors: u64,
+    /// Median latency of successful acquires.
+    pub acquire_p50_us: u64,
+    /// 99th percentile latency of successful acquires.
+    pub acquire_p99_us: u64,
+    /// Sections that stalled (client pauses).
+    pub stalls: u64,
+    /// Final counter value.
+    pub final_value: i64,
+}
+
+/// What one mode did over time, for the timeline.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ModeTimeline {
+    /// Every grant: who held the lock, from when to when.
+    pub grants: Vec<GrantSpan>,
+    /// Writes the resource refused.
+    pub rejected: Vec<RejectedWrite>,
+    /// Overlapping grant pairs.
+    pub violations: Vec<ViolationMark>,
+    /// Acquire latencies over time (all successes, and failures with `ok: false`).
+    pub acquire: Vec<LatencySample>,
+    /// The counter's value over time, sampled, beside the count of completed sections.
+    pub counter: Vec<CounterSample>,
+}
+
+/// One grant.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GrantSpan {
+    /// Worker index.
+    pub worker: usize,
+    /// Fencing token.
+    pub fence: Option<u64>,
+    /// When the acquire returned.
+    pub start_ms: Ms,
+    /// When the worker stopped holding: release, or end of validity if earlier.
+    pub end_ms: Ms,
+    /// End of validity.
+    pub valid_until_ms: Ms,
+    /// Whether this grant's write was accepted.
+    pub accepted: bool,
+}
+
+/// A refused write.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RejectedWrite {
+    /// Worker index.
+    pub worker: usize,
+    /// The stale token.
+    pub fence: Option<u64>,
+    /// When it was refused.
+    pub at_ms: Ms,
+}
+
+/// Two grants that overlapped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ViolationMark {
+    /// The earlier grant's worker.
+    pub first_worker: usize,
+    /// The later grant's worker.
+    pub second_worker: usize,
+    /// Start of the overlap.
+    pub from_ms: Ms,
+    /// End of the overlap.
+    pub to_ms: Ms,
+}
+
+/// One acquire attempt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LatencySample {
+    /// When it finished.
+    pub at_ms: Ms,
+    /// How long it took.
+    pub latency_us: u64,
+    /// Whether it got the lock.
+    pub ok: bool,
+}
+
+/// The counter against what it should be.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CounterSample {
+    /// When sampled.
+    pub at_ms: Ms,
+    /// The counter row's value.
+    pub value: i64,
+    /// Completed sections by then (what the value should be).
+    pub expected: i64,
+}
+
+pub use self::f64_ms::Ms;
+
+/// Millisecond timestamps with microsecond resolution, stored as integers of µs in memory
+/// but written as fractional milliseconds so the JSON reads naturally.
+pub mod f64_ms {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use std::time::Duration;
+
+    /// Milliseconds since the scenario start, µs resolution.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+    pub struct Ms(pub u64);
+
+    impl Ms {
+        /// From a duration since the scenario start.
+        pub fn from_duration(d: Duration) -> Ms {
+            Ms(u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+        }
+
+        /// As fractional milliseconds.
+        pub fn as_ms(self) -> f64 {
+            self.0 as f64 / 1000.0
+        }
+    }
+
+    impl Serialize for Ms {
+        fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            s.serialize_f64(self.as_ms())
+        }
+    }
+
+    impl<'de> Deserialize<'de> for Ms {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Ms, D::Error> {
+            let ms = f64::deserialize(d)?;
+            if !ms.is_finite() || ms < 0.0 {
+                return Err(serde::de::Error::custom(format!("bad timestamp {ms}")));
+            }
+            Ok(Ms((ms * 1000.0).round() as u64))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn worst_outcome_orders_fail_over_unknown_over_pass() {
+        assert_eq!(Outcome::Pass.worst(Outcome::Unknown), Outcome::Unknown);
+        assert_eq!(Outcome::Unknown.worst(Outcome::Fail), Outcome::Fail);
+        assert_eq!(Outcome::Fail.exit_code(), 1);
+        assert_eq!(Outcome::Unknown.exit_code(), 2);
+    }
+
+    #[test]
+    fn ms_round_trips_as_fractional_milliseconds() {
+        let s = GrantSpan {
+            worker: 1,
+            fence: Some(7),
+            start_ms: Ms(1_500),
+            end_ms: Ms(2_250),
+            valid_until_ms: Ms(200_000),
+            accepted: true,
+        };
+        let json = serde_json::to_string(&s).expect("serialize");
+        assert!(json.contains("\"start_ms\":1.5"), "{json}");
+        let back: GrantSpan = serde_json::from_str(&json).expect("parse");
+        assert_eq!(back, s);
+    }
+}
