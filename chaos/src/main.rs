@@ -8,6 +8,7 @@
 //! - `chaos fencing-table`: the fenced counter at every stall rate × mode (see the library's
 //!   `commands::fencing_table`).
 //! - `chaos lock`: acquire once, hold, release, report per node.
+//! - `chaos report DIR`: re-render `report.html` and `junit.xml` from `DIR/report.json`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -47,6 +48,17 @@ enum Command {
     FencingTable(FencingTableArgs),
     /// Acquire a lock once, hold it, release it, and report what each node said.
     Lock(LockArgs),
+    /// Re-render report.html and junit.xml from an existing report.json.
+    Report(ReportArgs),
+}
+
+#[derive(Debug, Args)]
+struct ReportArgs {
+    /// Report directory holding report.json (as written by `chaos run --report DIR`).
+    dir: PathBuf,
+    /// Exit with the report's verdict code (0 pass, 1 fail, 2 unknown) instead of 0.
+    #[arg(long)]
+    exit_code: bool,
 }
 
 #[derive(Debug, Args)]
@@ -125,6 +137,7 @@ async fn main() -> ExitCode {
                 }
             };
         }
+        Command::Report(args) => return report(args),
         Command::Lock(args) => {
             return match lock::run(args).await {
                 Ok((out, acquired)) => {
@@ -147,6 +160,25 @@ async fn main() -> ExitCode {
         Err(e) => {
             eprintln!("chaos: {e}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+fn report(args: ReportArgs) -> ExitCode {
+    match redlock_chaos::report::rerender(&args.dir) {
+        Ok((report, paths)) => {
+            println!("{}", paths.html.display());
+            println!("{}", paths.junit.display());
+            let code = report.verdict.exit_code();
+            if args.exit_code {
+                ExitCode::from(code)
+            } else {
+                ExitCode::SUCCESS
+            }
+        }
+        Err(e) => {
+            eprintln!("chaos: {e}");
+            ExitCode::from(2)
         }
     }
 }

@@ -3,10 +3,39 @@
 //! # Map
 //! - [`model`]: the `report.json` schema — the contract between the runner (which fills it)
 //!   and every renderer (which only reads it). `chaos report DIR` re-renders from the file.
+//! - [`observer`]: the [`RunObserver`] events the runner sends while it runs.
+//! - [`progress`]: observers for people (indicatif bars) and CI logs (plain lines).
+//! - [`write`]: the report directory — [`write_all`], [`load`], [`rerender`].
+//! - [`html`]: `report.html`, one self-contained page ([`render_html`]); its charts are
+//!   `timeline`, `latency` and `counter`, drawn with the `svg` writer on the shared `axis`,
+//!   thinned by `downsample`, coloured by `palette`; all text through `escape`.
+//! - [`junit`]: `junit.xml` for CI ([`render_junit`]).
+//! - [`error`]: [`ReportError`].
 
+mod axis;
+mod counter;
+mod downsample;
+pub mod error;
+mod escape;
+pub mod html;
+pub mod junit;
+mod latency;
 pub mod model;
+pub mod observer;
+mod palette;
+pub mod progress;
+mod svg;
+mod timeline;
+pub mod write;
 
+pub use error::ReportError;
+pub use escape::escape;
+pub use html::render_html;
+pub use junit::render_junit;
 pub use model::{
     ChaosReport, CounterSample, FaultWindow, GrantSpan, LatencySample, ModeReport, ModeTimeline,
     Ms, Outcome, RejectedWrite, ScenarioReport, Verdict, ViolationMark,
 };
+pub use observer::{Progress, RunObserver, Silent};
+pub use progress::{BarsObserver, LineObserver, observer_for_terminal};
+pub use write::{ReportPaths, load, rerender, write_all};

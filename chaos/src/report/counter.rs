@@ -1,0 +1,106 @@
+//! The counter against what it should be: per mode, the counter row's value (solid) and the
+//! completed sections (dashed). Where the solid line falls below the dashed one, increments
+//! were lost.
+
+use super::axis::{self, AXIS_H, LEFT, RIGHT, WIDTH};
+use super::downsample::m4;
+use super::model::ScenarioReport;
+use super::palette;
+use super::svg::{Linear, N, PathData, Svg, nice_ticks};
+
+const TOP: f64 = 8.0;
+const PLOT_H: f64 = 150.0;
+
+/// The counter SVG of one scenario.
+pub(crate) fn render(s: &ScenarioReport) -> String {
+    let x = axis::x_scale(s);
+    let extent = axis::extent_ms(s);
+    let bottom = TOP + PLOT_H;
+    let mut svg = Svg::new(
+        WIDTH,
+        bottom + AXIS_H,
+        "counter",
+        &format!("Counter against expected count, scenario {}", s.name),
+    );
+    let max = s
+        .timeline
+        .values()
+        .flat_map(|t| t.counter.iter())
+        .map(|c| c.value.max(c.expected))
+        .max()
+        .unwrap_or(0)
+        .max(1) as f64;
+    let min = s
+        .timeline
+        .values()
+        .flat_map(|t| t.counter.iter())
+        .map(|c| c.value.min(c.expected))
+        .min()
+        .unwrap_or(0)
+        .min(0) as f64;
+    axis::draw_time_axis(&mut svg, &x, extent, TOP, bottom);
+    let y = Linear::new(min, max, bottom, TOP);
+    svg.open("g", &[("class", "y-axis")]);
+    for t in nice_ticks(min, max, 4) {
+        let py = y.map(t);
+        svg.line(LEFT, py, WIDTH - RIGHT, py, "grid");
+        svg.text(LEFT - 6.0, py + 4.0, "end", "tick", &N(t).to_string());
+    }
+    svg.close();
+    let mut any = false;
+    for mode in palette::ordered_modes(s.timeline.keys()) {
+        let Some(t) = s.timeline.get(mode) else {
+            continue;
+        };
+        if t.counter.is_empty() {
+            continue;
+        }
+        any = true;
+        let mut samples: Vec<_> = t.counter.iter().collect();
+        samples.sort_by_key(|c| c.at_ms);
+        let color = palette::mode_color(mode);
+        for (class, expected) in [("expected", true), ("value", false)] {
+            let pts: Vec<(f64, f64)> = samples
+                .iter()
+                .map(|c| {
+                    let v = if expected { c.expected } else { c.value };
+                    (x.map(c.at_ms.as_ms()), v as f64)
+                })
+                .collect();
+            let mut d = PathData::default();
+            for (i, (px, v)) in m4(&pts).into_iter().enumerate() {
+                if i == 0 {
+                    d.move_to(px, y.map(v));
+                } else {
+                    d.line_to(px, y.map(v));
+                }
+            }
+            let last = samples
+                .last()
+                .map_or(0, |c| if expected { c.expected } else { c.value });
+            let title = format!(
+                "{mode}: {} {last} at the end",
+                if expected {
+                    "expected (completed sections)"
+                } else {
+                    "counter value"
+                }
+            );
+            svg.path(
+                &d,
+                &[("class", class), ("stroke", color), ("data-mode", mode)],
+                Some(&title),
+            );
+        }
+    }
+    if !any {
+        svg.text(
+            LEFT + 8.0,
+            TOP + 20.0,
+            "start",
+            "note",
+            "no counter samples recorded",
+        );
+    }
+    svg.finish()
+}
