@@ -10,6 +10,8 @@ use super::svg::{Linear, N, PathData, Svg, nice_ticks};
 
 const TOP: f64 = 8.0;
 const PLOT_H: f64 = 150.0;
+/// Lines keep first/min/max/last per this many pixels: a lost-increment dip stays visible.
+const COLUMN_PX: f64 = 2.0;
 
 /// The counter SVG of one scenario.
 pub(crate) fn render(s: &ScenarioReport) -> String {
@@ -68,7 +70,7 @@ pub(crate) fn render(s: &ScenarioReport) -> String {
                 })
                 .collect();
             let mut d = PathData::default();
-            for (i, (px, v)) in m4(&pts).into_iter().enumerate() {
+            for (i, (px, v)) in m4(&pts, COLUMN_PX).into_iter().enumerate() {
                 if i == 0 {
                     d.move_to(px, y.map(v));
                 } else {

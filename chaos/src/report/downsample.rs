@@ -43,16 +43,18 @@ pub(crate) fn dedupe_points(
     out
 }
 
-/// A line's points (x in pixels, ascending) reduced to first, min, max and last per pixel
-/// column, in x order: the drawn line looks the same, extremes included.
-pub(crate) fn m4(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
+/// A line's points (x in pixels, ascending) reduced to first, min, max and last per
+/// `col`-pixel column, in x order: the drawn line looks the same, extremes included.
+pub(crate) fn m4(points: &[(f64, f64)], col: f64) -> Vec<(f64, f64)> {
+    let col_w = if col > 0.0 { col } else { 1.0 };
+    let column = |x: f64| (x / col_w).floor();
     let mut out = Vec::new();
     let mut i = 0;
     while i < points.len() {
-        let col = points[i].0.floor();
+        let col = column(points[i].0);
         let mut j = i;
         let (mut lo, mut hi) = (i, i);
-        while j < points.len() && points[j].0.floor() == col {
+        while j < points.len() && column(points[j].0) == col {
             if points[j].1 < points[lo].1 {
                 lo = j;
             }
@@ -91,7 +93,7 @@ mod tests {
         let pts: Vec<(f64, f64)> = (0..100)
             .map(|i| (i as f64 / 50.0, (i % 7) as f64))
             .collect();
-        let out = m4(&pts);
+        let out = m4(&pts, 1.0);
         assert!(out.len() <= 8);
         assert!(out.iter().any(|p| p.1 == 0.0) && out.iter().any(|p| p.1 == 6.0));
     }

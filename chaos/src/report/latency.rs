@@ -9,8 +9,12 @@ use super::svg::{Log10, PathData, Svg, latency_label};
 
 const TOP: f64 = 8.0;
 const PLOT_H: f64 = 150.0;
-/// Points closer than this (in pixels) draw once.
-const CELL_PX: f64 = 1.5;
+/// Points closer than this (in pixels) draw once; dots are 3 px wide, so a dense cloud
+/// looks the same.
+const CELL_PX: f64 = 2.0;
+/// Past this many points per mode and kind the grid coarsens, which bounds the file size
+/// of long runs (a point costs ~8 bytes).
+const MAX_POINTS: usize = 2000;
 
 /// The latency SVG of one scenario.
 pub(crate) fn render(s: &ScenarioReport) -> String {
@@ -58,23 +62,33 @@ pub(crate) fn render(s: &ScenarioReport) -> String {
         };
         let color = palette::mode_color(mode);
         for ok in [true, false] {
-            let pts = dedupe_points(
-                t.acquire
-                    .iter()
-                    .filter(|a| a.ok == ok)
-                    .map(|a| (x.map(a.at_ms.as_ms()), y.map(a.latency_us as f64))),
-                CELL_PX,
-            );
+            let raw: Vec<(f64, f64)> = t
+                .acquire
+                .iter()
+                .filter(|a| a.ok == ok)
+                .map(|a| (x.map(a.at_ms.as_ms()), y.map(a.latency_us as f64)))
+                .collect();
+            let mut cell = CELL_PX;
+            let mut pts = dedupe_points(raw.iter().copied(), cell);
+            while pts.len() > MAX_POINTS && cell < 8.0 {
+                cell += 1.0;
+                pts = dedupe_points(raw.iter().copied(), cell);
+            }
+            // Relative moves: consecutive points are close in x, so deltas are short.
             let mut d = PathData::default();
+            let (mut cx, mut cy) = (0.0, 0.0);
             for (px, py) in pts {
                 if ok {
                     // A zero-length segment with round caps is a dot: far smaller than <circle>.
-                    d.move_to(px, py).h(0.0);
+                    d.rel_move(px - cx, py - cy).h(0.0);
+                    (cx, cy) = (px, py);
                 } else {
-                    d.move_to(px - 2.5, py - 2.5)
+                    // A cross; the pen ends at its top-right corner.
+                    d.rel_move(px - 2.5 - cx, py - 2.5 - cy)
                         .rel(5.0, 5.0)
-                        .move_to(px - 2.5, py + 2.5)
+                        .rel_move(-5.0, 0.0)
                         .rel(5.0, -5.0);
+                    (cx, cy) = (px + 2.5, py - 2.5);
                 }
             }
             let n = t.acquire.iter().filter(|a| a.ok == ok).count().to_string();

@@ -130,8 +130,16 @@ impl PathData {
         let _ = write!(self.d, "M{} {}", N(x), N(y));
         self
     }
+    /// A line to `(x, y)`; must follow a `move_to` or `line_to` (written as an implicit
+    /// lineto, a bare coordinate pair, which saves a byte per point on long lines).
     pub(crate) fn line_to(&mut self, x: f64, y: f64) -> &mut Self {
-        let _ = write!(self.d, "L{} {}", N(x), N(y));
+        let _ = write!(self.d, " {} {}", N(x), N(y));
+        self
+    }
+    /// A relative move (starts a subpath).
+    pub(crate) fn rel_move(&mut self, dx: f64, dy: f64) -> &mut Self {
+        self.subpaths += 1;
+        let _ = write!(self.d, "m{} {}", N(dx), N(dy));
         self
     }
     pub(crate) fn rel(&mut self, dx: f64, dy: f64) -> &mut Self {

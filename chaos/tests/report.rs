@@ -1,0 +1,251 @@
+//! Renderer tests on a synthetic run: `write_all` → report.html (parsed as HTML5, SVG checked
+//! as XML), junit.xml (parsed as XML), `load`, and `chaos report DIR`.
+
+mod report_fixture;
+
+use std::process::Command;
+
+use quick_xml::Reader;
+use quick_xml::events::Event;
+use redlock_chaos::report::{self, Outcome};
+use report_fixture::{EVIL_NAME, MODES, WORKERS};
+use scraper::{Html, Selector};
+
+fn sel(s: &str) -> Selector {
+    Selector::parse(s).expect("selector")
+}
+
+/// Every `<svg …>…</svg>` fragment of the page.
+fn svg_fragments(html: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut rest = html;
+    while let Some(start) = rest.find("<svg ") {
+        let end = rest[start..].find("</svg>").expect("svg closed") + start + "</svg>".len();
+        out.push(&rest[start..end]);
+        rest = &rest[end..];
+    }
+    out
+}
+
+/// Well-formed XML (balanced, matching end tags, valid entities); returns element names.
+fn xml_elements(xml: &str) -> Vec<String> {
+    let mut r = Reader::from_str(xml);
+    let mut names = Vec::new();
+    loop {
+        match r.read_event() {
+            Ok(Event::Eof) => break,
+            Ok(Event::Start(e) | Event::Empty(e)) => {
+                names.push(String::from_utf8_lossy(e.name().as_ref()).into_owned())
+            }
+            Ok(Event::Text(t)) => {
+                t.decode().expect("text decodes");
+            }
+            Ok(_) => {}
+            Err(e) => panic!("not well-formed at {}: {e}", r.buffer_position()),
+        }
+    }
+    names
+}
+
+#[test]
+fn html_has_a_timeline_per_scenario_with_every_lane_and_marker() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = report_fixture::report(2, 3000);
+    let paths = report::write_all(dir.path(), &run).expect("write_all");
+    let html = std::fs::read_to_string(&paths.html).expect("read html");
+
+    // Self-contained: no script, no external reference of any kind.
+    let lower = html.to_ascii_lowercase();
+    for bad in ["<script", "src=", "http://", "https://", "@import", "url("] {
+        assert!(!lower.contains(bad), "report.html contains {bad:?}");
+    }
+    // The hostile scenario name is text, not markup.
+    assert!(html.contains("stall&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;"));
+
+    let doc = Html::parse_document(&html);
+    let names: Vec<String> = doc
+        .select(&sel("section.scenario h2"))
+        .map(|h| h.text().collect())
+        .collect();
+    assert_eq!(
+        names,
+        vec!["pause-minority-0".to_string(), EVIL_NAME.to_string()]
+    );
+    assert_eq!(doc.select(&sel("section.scenario.fail")).count(), 1);
+    assert_eq!(doc.select(&sel("section.scenario.pass")).count(), 1);
+    let timelines: Vec<_> = doc.select(&sel("svg.timeline")).collect();
+    assert_eq!(timelines.len(), 2);
+    assert_eq!(doc.select(&sel("svg.latency")).count(), 2);
+    assert_eq!(doc.select(&sel("svg.counter")).count(), 2);
+    assert_eq!(doc.select(&sel("table.summary")).count(), 2);
+    assert_eq!(doc.select(&sel("table.summary tbody tr")).count(), 6);
+    assert!(doc.select(&sel(".legend")).count() >= 6);
+
+    for (tl, s) in timelines.iter().zip(&run.scenarios) {
+        for m in MODES {
+            for w in 0..WORKERS {
+                let lane = sel(&format!("g.lane[data-mode=\"{m}\"][data-worker=\"{w}\"]"));
+                assert_eq!(tl.select(&lane).count(), 1, "{}: lane {m}/w{w}", s.name);
+            }
+            // Refused writes: every one drawn, none thinned away.
+            let drawn: usize = tl
+                .select(&sel(&format!("g.lane[data-mode=\"{m}\"] path.rejected")))
+                .map(|p| {
+                    p.value()
+                        .attr("data-count")
+                        .and_then(|c| c.parse::<usize>().ok())
+                        .unwrap_or(0)
+                })
+                .sum();
+            assert_eq!(
+                drawn,
+                s.timeline[m].rejected.len(),
+                "{}: refused writes in {m}",
+                s.name
+            );
+            let violations = tl
+                .select(&sel(&format!("g.mode[data-mode=\"{m}\"] path.violation")))
+                .count();
+            assert_eq!(
+                violations,
+                s.timeline[m].violations.len(),
+                "{}: violations in {m}",
+                s.name
+            );
+        }
+        let targets: Vec<&str> = tl
+            .select(&sel("g.fault-lane"))
+            .filter_map(|g| g.value().attr("data-target"))
+            .collect();
+        let mut expected: Vec<&str> = s
+            .faults
+            .iter()
+            .flat_map(|f| f.targets.iter().map(String::as_str))
+            .collect();
+        expected.sort();
+        expected.dedup();
+        assert_eq!(targets, expected, "one fault lane per target, in order");
+    }
+    let total_rejected: usize = run
+        .scenarios
+        .iter()
+        .flat_map(|s| s.timeline.values())
+        .map(|t| t.rejected.len())
+        .sum();
+    assert!(total_rejected > 0, "the fixture has refused writes");
+    assert_eq!(doc.select(&sel("path.violation")).count(), 2);
+    assert_eq!(doc.select(&sel("rect.fault.unhealed")).count(), 1);
+    assert!(
+        doc.select(&sel("td.bad")).count() >= 2,
+        "lost and violations highlighted"
+    );
+
+    // Every SVG is well-formed XML too (an HTML parser forgives what a viewer may not).
+    let frags = svg_fragments(&html);
+    assert_eq!(frags.len(), 6);
+    for f in frags {
+        let els = xml_elements(f);
+        assert_eq!(els[0], "svg");
+    }
+}
+
+#[test]
+fn a_big_run_stays_small() {
+    // Ten scenarios of 20 000 grants per mode: thinned to pixels, still every marker.
+    let run = report_fixture::report(10, 20_000);
+    let html = report::render_html(&run);
+    assert!(
+        html.len() < 5 * 1024 * 1024,
+        "report.html is {} bytes",
+        html.len()
+    );
+    let doc = Html::parse_document(&html);
+    assert_eq!(doc.select(&sel("svg.timeline")).count(), 10);
+    assert_eq!(doc.select(&sel("path.violation")).count(), 2);
+}
+
+fn junit_counts(xml: &str) -> (usize, usize, usize, Vec<String>) {
+    let mut r = Reader::from_str(xml);
+    let (mut cases, mut failures, mut errors, mut names) = (0, 0, 0, Vec::new());
+    loop {
+        match r.read_event().expect("junit.xml is well-formed") {
+            Event::Eof => break,
+            Event::Start(e) | Event::Empty(e) => match e.name().as_ref() {
+                b"testcase" => {
+                    cases += 1;
+                    let name = e.try_get_attribute("name").expect("attr").expect("name");
+                    names.push(name.unescape_value().expect("unescape").into_owned());
+                }
+                b"failure" => failures += 1,
+                b"error" => errors += 1,
+                _ => {}
+            },
+            _ => {}
+        }
+    }
+    (cases, failures, errors, names)
+}
+
+#[test]
+fn junit_has_a_case_per_scenario_and_mode() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = report_fixture::report(2, 500);
+    let paths = report::write_all(dir.path(), &run).expect("write_all");
+    let xml = std::fs::read_to_string(&paths.junit).expect("read junit");
+    let (cases, failures, errors, names) = junit_counts(&xml);
+    assert_eq!(cases, 6);
+    // The failing scenario's reasons name `none` (and `claim_first`, met): both fail, not
+    // write_only.
+    assert_eq!(failures, 2, "{xml}");
+    assert_eq!(errors, 0);
+    assert!(names.contains(&format!("{EVIL_NAME}/none")), "{names:?}");
+    assert!(names.contains(&"pause-minority-0/claim_first".to_string()));
+    assert!(xml.contains("7 increments lost"));
+
+    // A harness failure is an error in every mode.
+    let mut broken = run.clone();
+    broken.scenarios[0].verdict.outcome = Outcome::Unknown;
+    broken.scenarios[0].verdict.reasons = vec!["postgres did not start".into()];
+    let (cases, failures, errors, _) = junit_counts(&report::render_junit(&broken).expect("junit"));
+    assert_eq!((cases, failures, errors), (6, 2, 3));
+}
+
+#[test]
+fn load_round_trips_and_chaos_report_rerenders() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = report_fixture::report(2, 300);
+    let paths = report::write_all(dir.path(), &run).expect("write_all");
+    assert_eq!(report::load(dir.path()).expect("load"), run);
+    std::fs::remove_file(&paths.html).expect("rm html");
+    std::fs::remove_file(&paths.junit).expect("rm junit");
+
+    let out = Command::new(env!("CARGO_BIN_EXE_chaos"))
+        .arg("report")
+        .arg(dir.path())
+        .output()
+        .expect("run chaos report");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let html = std::fs::read_to_string(&paths.html).expect("html re-rendered");
+    assert_eq!(html, report::render_html(&run));
+    assert!(paths.junit.exists());
+
+    // --exit-code hands the verdict to CI: this run has a failing scenario.
+    let st = Command::new(env!("CARGO_BIN_EXE_chaos"))
+        .args(["report", "--exit-code"])
+        .arg(dir.path())
+        .output()
+        .expect("run chaos report --exit-code");
+    assert_eq!(st.status.code(), Some(1));
+
+    // A missing directory is a clean error, exit 2.
+    let st = Command::new(env!("CARGO_BIN_EXE_chaos"))
+        .args(["report", "/nonexistent/chaos-report"])
+        .output()
+        .expect("run chaos report");
+    assert_eq!(st.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&st.stderr).contains("report.json"));
+}
