@@ -1,6 +1,6 @@
 //! The counter against what it should be: per mode, the counter row's value (solid) and the
-//! completed sections (dashed). Where the solid line falls below the dashed one, increments
-//! were lost.
+//! completed sections (dashed); under it, their difference — increments lost so far — which a
+//! loss of 7 in 3000 makes visible where the two lines above overlap.
 
 use super::axis::{self, AXIS_H, LEFT, RIGHT, WIDTH};
 use super::downsample::m4;
@@ -9,7 +9,10 @@ use super::palette;
 use super::svg::{Linear, N, PathData, Svg, nice_ticks};
 
 const TOP: f64 = 8.0;
-const PLOT_H: f64 = 150.0;
+const PLOT_H: f64 = 125.0;
+/// The lost-so-far panel under the counter.
+const GAP: f64 = 14.0;
+const LOST_H: f64 = 56.0;
 /// Lines keep first/min/max/last per this many pixels: a lost-increment dip stays visible.
 const COLUMN_PX: f64 = 2.0;
 
@@ -18,9 +21,10 @@ pub(crate) fn render(s: &ScenarioReport) -> String {
     let x = axis::x_scale(s);
     let extent = axis::extent_ms(s);
     let bottom = TOP + PLOT_H;
+    let (lost_top, lost_bottom) = (bottom + GAP, bottom + GAP + LOST_H);
     let mut svg = Svg::new(
         WIDTH,
-        bottom + AXIS_H,
+        lost_bottom + AXIS_H,
         "counter",
         &format!("Counter against expected count, scenario {}", s.name),
     );
@@ -40,8 +44,29 @@ pub(crate) fn render(s: &ScenarioReport) -> String {
         .min()
         .unwrap_or(0)
         .min(0) as f64;
-    axis::draw_time_axis(&mut svg, &x, extent, TOP, bottom);
+    let max_lost = s
+        .timeline
+        .values()
+        .flat_map(|t| t.counter.iter())
+        .map(|c| c.expected.saturating_sub(c.value))
+        .max()
+        .unwrap_or(0)
+        .max(1) as f64;
+    axis::draw_time_axis(&mut svg, &x, extent, TOP, lost_bottom);
+    svg.line(LEFT, bottom, WIDTH - RIGHT, bottom, "baseline");
     let y = Linear::new(min, max, bottom, TOP);
+    let y_lost = Linear::new(0.0, max_lost, lost_bottom, lost_top);
+    svg.open("g", &[("class", "y-axis lost-axis")]);
+    svg.text(
+        LEFT - 6.0,
+        lost_top + 4.0,
+        "end",
+        "tick",
+        &format!("lost {}", N(max_lost)),
+    );
+    svg.text(LEFT - 6.0, lost_bottom, "end", "tick", "0");
+    svg.line(LEFT, lost_top, WIDTH - RIGHT, lost_top, "grid");
+    svg.close();
     svg.open("g", &[("class", "y-axis")]);
     for t in nice_ticks(min, max, 4) {
         let py = y.map(t);
@@ -61,6 +86,29 @@ pub(crate) fn render(s: &ScenarioReport) -> String {
         let mut samples: Vec<_> = t.counter.iter().collect();
         samples.sort_by_key(|c| c.at_ms);
         let color = palette::mode_color(mode);
+        let lost: Vec<(f64, f64)> = samples
+            .iter()
+            .map(|c| {
+                (
+                    x.map(c.at_ms.as_ms()),
+                    c.expected.saturating_sub(c.value) as f64,
+                )
+            })
+            .collect();
+        let mut d = PathData::default();
+        for (i, (px, v)) in m4(&lost, COLUMN_PX).into_iter().enumerate() {
+            if i == 0 {
+                d.move_to(px, y_lost.map(v));
+            } else {
+                d.line_to(px, y_lost.map(v));
+            }
+        }
+        let end_lost = lost.last().map_or(0.0, |p| p.1);
+        svg.path(
+            &d,
+            &[("class", "lost"), ("stroke", color), ("data-mode", mode)],
+            Some(&format!("{mode}: {} lost at the end", N(end_lost))),
+        );
         for (class, expected) in [("expected", true), ("value", false)] {
             let pts: Vec<(f64, f64)> = samples
                 .iter()

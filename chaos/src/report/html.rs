@@ -49,7 +49,7 @@ svg .violation{fill-opacity:.35;stroke-width:1.2}
 svg .rejected{stroke:#fff;stroke-width:.5}
 svg .lat-ok{fill:none;stroke-width:3;stroke-linecap:round;stroke-opacity:.65}
 svg .lat-fail{fill:none;stroke-width:1.4}
-svg .value{fill:none;stroke-width:1.8} svg .expected{fill:none;stroke-width:1.4;stroke-dasharray:5 3;opacity:.8}
+svg .value{fill:none;stroke-width:1.8} svg .lost{fill:none;stroke-width:1.6} svg .expected{fill:none;stroke-width:1.4;stroke-dasharray:5 3;opacity:.8}
 nav ol{margin:6px 0 0;padding-left:22px} nav li{margin:2px 0}
 a{color:#0969da;text-decoration:none} a:hover{text-decoration:underline}
 "#;
@@ -188,7 +188,8 @@ fn mode_legend(out: &mut String, modes: &[&str], kind: LegendKind) {
         LegendKind::Latency => out.push_str("<span>● acquired</span><span>✕ not acquired</span>"),
         LegendKind::Counter => out.push_str(
             "<span><i class=\"sw line\" style=\"background:#57606a\"></i>counter value</span>\
-             <span><i class=\"sw dash\" style=\"border-color:#57606a\"></i>expected (completed sections)</span>",
+             <span><i class=\"sw dash\" style=\"border-color:#57606a\"></i>expected (completed sections)</span>\
+             <span>lower panel: expected − value (lost so far)</span>",
         ),
     }
     out.push_str("</div>");

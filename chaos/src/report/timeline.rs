@@ -13,7 +13,9 @@ use super::svg::{Linear, PathData, Svg, time_label};
 const TOP: f64 = 6.0;
 const FAULT_PITCH: f64 = 14.0;
 const FAULT_BAR: f64 = 11.0;
-const MODE_HEAD: f64 = 18.0;
+const FAULT_HEAD: f64 = 18.0;
+/// Mode header: its label and summary line, then room for violation markers under it.
+const MODE_HEAD: f64 = 27.0;
 const LANE_PITCH: f64 = 15.0;
 const LANE_BAR: f64 = 10.0;
 const BLOCK_GAP: f64 = 8.0;
@@ -63,7 +65,7 @@ pub(crate) fn render(s: &ScenarioReport) -> String {
     let targets = fault_targets(s);
     let modes = palette::ordered_modes(s.timeline.keys().chain(s.modes.keys()));
     let fault_lanes = targets.len().max(1) as f64;
-    let faults_h = MODE_HEAD + fault_lanes * FAULT_PITCH;
+    let faults_h = FAULT_HEAD + fault_lanes * FAULT_PITCH;
     let mode_h = MODE_HEAD + workers.len().max(1) as f64 * LANE_PITCH;
     let plot_bottom = TOP + faults_h + modes.len() as f64 * (BLOCK_GAP + mode_h) + 4.0;
     let height = plot_bottom + AXIS_H;
@@ -129,7 +131,7 @@ fn draw_faults(
         svg.text(LEFT + 4.0, top + 13.0, "start", "note", "no faults applied");
     }
     for (i, target) in targets.iter().enumerate() {
-        let ly = top + MODE_HEAD + i as f64 * FAULT_PITCH;
+        let ly = top + FAULT_HEAD + i as f64 * FAULT_PITCH;
         svg.open("g", &[("class", "fault-lane"), ("data-target", target)]);
         svg.rect(LEFT, ly, WIDTH - RIGHT - LEFT, FAULT_BAR, "lane-bg", None);
         svg.text(
@@ -193,7 +195,7 @@ fn draw_faults(
 
 fn draw_mode(svg: &mut Svg, mode: &str, t: &ModeTimeline, x: &Linear, workers: &[usize], top: f64) {
     svg.open("g", &[("class", "mode"), ("data-mode", mode)]);
-    svg.text(LEFT - 8.0, top + 13.0, "end", "block-label", mode);
+    svg.text(LEFT - 8.0, top + 12.0, "end", "block-label", mode);
     let accepted = t.grants.iter().filter(|g| g.accepted).count();
     let summary = format!(
         "{} grants ({} accepted) · {} refused writes · {} violations",
@@ -202,7 +204,7 @@ fn draw_mode(svg: &mut Svg, mode: &str, t: &ModeTimeline, x: &Linear, workers: &
         t.rejected.len(),
         t.violations.len()
     );
-    svg.text(LEFT + 4.0, top + 13.0, "start", "note", &summary);
+    svg.text(LEFT + 4.0, top + 12.0, "start", "note", &summary);
     let lane_y = |w: usize| {
         let i = workers.iter().position(|x| *x == w).unwrap_or(0);
         top + MODE_HEAD + i as f64 * LANE_PITCH
@@ -280,7 +282,7 @@ fn draw_mode(svg: &mut Svg, mode: &str, t: &ModeTimeline, x: &Linear, workers: &
         let mut d = PathData::default();
         d.rect(x0, y0, x1 - x0, y1 - y0);
         let mid = (x0 + x1) / 2.0;
-        d.move_to(mid - 5.0, top + MODE_HEAD - 9.0)
+        d.move_to(mid - 5.0, top + MODE_HEAD - 11.0)
             .h(10.0)
             .rel(-5.0, 8.0)
             .close();
