@@ -174,7 +174,11 @@ fn junit_counts(xml: &str) -> (usize, usize, usize, Vec<String>) {
                 b"testcase" => {
                     cases += 1;
                     let name = e.try_get_attribute("name").expect("attr").expect("name");
-                    names.push(name.unescape_value().expect("unescape").into_owned());
+                    names.push(
+                        name.normalized_value(quick_xml::XmlVersion::Implicit1_0)
+                            .expect("unescape")
+                            .into_owned(),
+                    );
                 }
                 b"failure" => failures += 1,
                 b"error" => errors += 1,

@@ -10,7 +10,7 @@
 //!   `timeline`, `latency` and `counter`, drawn with the `svg` writer on the shared `axis`,
 //!   thinned by `downsample`, coloured by `palette`; all text through `escape`.
 //! - [`junit`]: `junit.xml` for CI ([`render_junit`]).
-//! - [`error`]: [`ReportError`].
+//! - [`error`]: what can fail, as [`ReportError`].
 
 mod axis;
 mod counter;

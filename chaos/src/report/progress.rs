@@ -321,6 +321,7 @@ mod tests {
             },
             timeline: BTreeMap::new(),
         });
-        assert_eq!(obs.run.position(), 1);
+        // Started as scenario 2 of 3 (index 1); finishing it counts it done.
+        assert_eq!(obs.run.position(), 2);
     }
 }

@@ -98,7 +98,7 @@ pub(crate) fn time_label(ms: f64) -> String {
         format!("{}s", N(ms / 1000.0))
     } else {
         let s = (ms / 1000.0).round() as u64;
-        if s % 60 == 0 {
+        if s.is_multiple_of(60) {
             format!("{}m", s / 60)
         } else {
             format!("{}m{}s", s / 60, s % 60)

@@ -80,11 +80,10 @@ fn mode(
 ) -> (ModeReport, ModeTimeline) {
     let mut t = ModeTimeline::default();
     let step_us = duration_ms * 1000 / grants.max(1) as u64;
-    let mut fence = 1u64;
     let (mut sections, mut value) = (0i64, 0i64);
     let (mut attempts, mut failures, mut stalls) = (0u64, 0u64, 0u64);
     let mut lat_ok = Vec::new();
-    for i in 0..grants {
+    for (i, fence) in (0..grants).zip(1u64..) {
         let at = i as u64 * step_us + rng.below(step_us / 4 + 1);
         let at_ms = at / 1000;
         let faulty = in_fault(faults, at_ms);
@@ -134,7 +133,6 @@ fn mode(
             valid_until_ms: Ms(at + 10_000_000),
             accepted: !stale,
         });
-        fence += 1;
         if i % 10 == 0 {
             t.counter.push(CounterSample {
                 at_ms: Ms(at + hold),
