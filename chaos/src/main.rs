@@ -4,6 +4,7 @@
 //! - `chaos up`: bring a cluster up, print its worker URLs, write the state file, leave it
 //!   running.
 //! - `chaos down`: remove everything `chaos up` (or a crashed run) left behind.
+//! - `chaos bench`: our client beside the Rust peers on one local cluster, as ratios.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -35,6 +36,8 @@ enum Command {
     Up(UpArgs),
     /// Remove everything labelled (docker) and stop processes recorded in the state file (local).
     Down(DownArgs),
+    /// Benchmark our client against rslock, redlock 2.0 and a one-node floor.
+    Bench(BenchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -63,6 +66,37 @@ struct DownArgs {
     images: bool,
 }
 
+#[derive(Debug, Args)]
+struct BenchArgs {
+    /// Few samples, 2 s throughput: exercises every path in well under a minute.
+    #[arg(long)]
+    quick: bool,
+    /// Also write the report as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Server implementation of the 5 local primaries.
+    #[arg(long, value_enum, default_value_t = Flavour::Valkey)]
+    flavour: Flavour,
+}
+
+async fn bench(args: BenchArgs) -> Result<(), redlock_chaos::bench::BenchError> {
+    use redlock_chaos::bench::{self, BenchConfig, BenchError};
+    let mut config = BenchConfig::new(args.quick);
+    config.flavour = args.flavour;
+    let report = bench::run(&config).await?;
+    print!("{}", bench::table::render(&report));
+    if let Some(path) = &args.json {
+        let io = |source| BenchError::Io {
+            action: format!("writing {}", path.display()),
+            source,
+        };
+        let text =
+            serde_json::to_string_pretty(&report).map_err(|e| io(std::io::Error::other(e)))?;
+        std::fs::write(path, text).map_err(io)?;
+    }
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
     tracing_subscriber::fmt()
@@ -79,6 +113,7 @@ async fn main() -> ExitCode {
         }
         Command::Up(args) => up(args).await.map_err(Into::into),
         Command::Down(args) => down(args).await.map_err(Into::into),
+        Command::Bench(args) => bench(args).await.map_err(Into::into),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
