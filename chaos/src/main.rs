@@ -77,12 +77,16 @@ struct BenchArgs {
     /// Server implementation of the 5 local primaries.
     #[arg(long, value_enum, default_value_t = Flavour::Valkey)]
     flavour: Flavour,
+    /// AOF fsync policy of the nodes during the run (5 nodes share one disk here).
+    #[arg(long, value_enum, default_value_t = redlock_chaos::bench::AppendFsync::Everysec)]
+    appendfsync: redlock_chaos::bench::AppendFsync,
 }
 
 async fn bench(args: BenchArgs) -> Result<(), redlock_chaos::bench::BenchError> {
     use redlock_chaos::bench::{self, BenchConfig, BenchError};
     let mut config = BenchConfig::new(args.quick);
     config.flavour = args.flavour;
+    config.appendfsync = args.appendfsync;
     let report = bench::run(&config).await?;
     print!("{}", bench::table::render(&report));
     if let Some(path) = &args.json {

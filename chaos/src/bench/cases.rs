@@ -1,12 +1,15 @@
 //! The measured cases. Each returns table rows; none asserts a speed.
 //!
+//! - [`Lane`]: one (case, client) row; lanes of a case take turns ([`ROUNDS`]) and stop at
+//!   `max_timeouts` or their time budget.
 //! - [`latency`]: acquire+release in a loop on one resource, no contention (healthy, slow
-//!   node). Rows `<case>` (acquire+release) and `<case>/acquire`.
-//! - [`frozen`]: acquire with one node SIGSTOPped. Each sample runs in its own task that
-//!   reports the acquire time at once and then releases, so a release that waits for the
-//!   frozen node does not slow the next sample; a sample still unanswered at the cap is a
-//!   timeout, and after `max_timeouts` the client's case stops. Tasks (including blocking
-//!   threads that cannot be cancelled) are kept and joined by the caller after the thaw.
+//!   node).
+//! - [`acquire_only`]: acquire only (healthy, slow node, frozen node). Each sample runs in its
+//!   own task that reports the acquire time at once and then releases, so a release that
+//!   waits for the faulty node does not slow or idle the next sample; a sample still
+//!   unanswered at the cap is a timeout, and after `max_timeouts` the client's case stops.
+//!   Tasks (including blocking threads that cannot be cancelled) are kept and joined by
+//!   the caller (after the thaw).
 //! - [`handoff`]: a holder releases at `t`, a waiter that was already waiting acquires at
 //!   `t′`; the row is the distribution of `t′ − t`.
 //! - [`throughput`]: 64 tasks on 64 resources, acquire+release for a fixed time.
@@ -38,105 +41,178 @@ async fn cycle(
     Ok((acquired, t0.elapsed()))
 }
 
-/// Acquire+release `plan.warmup` times unmeasured, then `samples` times measured, each
-/// capped at `plan.cap`. A blocking client cut at the cap keeps its thread until the
-/// server answers (nothing is frozen in the cases that use this).
-pub async fn latency(
-    case: &str,
-    clients: &[Client],
-    samples: usize,
-    warmup: usize,
-    plan: &Plan,
-) -> Vec<Row> {
-    let mut rows = Vec::new();
-    for c in clients {
-        let resource = format!("bench:{case}:{}", c.name());
-        let mut total = Samples::default();
-        let mut acquire = Samples::default();
-        let mut note = None;
-        for i in 0..warmup + samples {
-            let r = tokio::time::timeout(plan.cap, cycle(c.as_ref(), &resource, plan.ttl)).await;
-            if i < warmup {
-                continue;
-            }
-            match r {
-                Ok(Ok((a, t))) => {
-                    acquire.push(a);
-                    total.push(t);
-                }
-                Ok(Err(e)) => {
-                    total.errors += 1;
-                    acquire.errors += 1;
-                    note.get_or_insert_with(|| format!("first error: {e}"));
-                }
-                Err(_) => {
-                    total.timeouts += 1;
-                    acquire.timeouts += 1;
-                    if total.timeouts >= plan.max_timeouts {
-                        note = Some(format!(
-                            "stopped after {} samples timed out at the {:?} cap",
-                            total.timeouts, plan.cap
-                        ));
-                        break;
-                    }
-                }
-            }
-        }
-        rows.push(Row::from_samples(case, c.name(), &total, note.clone()));
-        rows.push(Row::from_samples(
-            &format!("{case}/acquire"),
-            c.name(),
-            &acquire,
-            note,
-        ));
-    }
-    rows
+/// Blocks per lane in [`latency`] and [`acquire_only`]: lanes take turns, so drift in the
+/// load of this shared machine hits every lane alike instead of whichever ran last.
+pub const ROUNDS: usize = 10;
+
+/// One (case, client) row being measured, in several blocks.
+#[derive(Debug)]
+pub struct Lane {
+    case: String,
+    client: Client,
+    samples: Samples,
+    note: Option<String>,
+    spent: Duration,
+    stopped: bool,
+    next: usize,
 }
 
-/// The frozen-node case for one client: acquire latency only. `pending` receives every
-/// sample's task (acquire, report, release); the caller joins it after the thaw.
-pub async fn frozen(case: &str, c: &Client, plan: &Plan, pending: &mut JoinSet<()>) -> Row {
-    let mut s = Samples::default();
-    let mut note = None;
-    for i in 0..plan.frozen {
-        // A fresh resource per sample: releases still waiting on the frozen node must not
-        // hold the next sample's key.
-        let resource = format!("bench:{case}:{}:{i}", c.name());
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let task_client = Arc::clone(c);
-        let ttl = plan.ttl;
-        pending.spawn(async move {
-            let t0 = Instant::now();
-            match task_client.acquire(&resource, ttl).await {
-                Ok(held) => {
-                    let _ = tx.send(Ok(t0.elapsed()));
-                    let _ = task_client.release(held).await;
-                }
-                Err(e) => {
-                    let _ = tx.send(Err(e));
-                }
+enum Outcome {
+    Done(Duration),
+    Failed(String),
+    TimedOut,
+}
+
+impl Lane {
+    /// A lane for `client` in `case`.
+    pub fn new(case: &str, client: &Client) -> Lane {
+        Lane {
+            case: case.to_owned(),
+            client: Arc::clone(client),
+            samples: Samples::default(),
+            note: None,
+            spent: Duration::ZERO,
+            stopped: false,
+            next: 0,
+        }
+    }
+
+    /// The finished row.
+    pub fn row(&self) -> Row {
+        Row::from_samples(
+            &self.case,
+            self.client.name(),
+            &self.samples,
+            self.note.clone(),
+        )
+    }
+
+    fn resource(&mut self, fresh: bool) -> String {
+        self.next += 1;
+        if fresh {
+            format!("bench:{}:{}:{}", self.case, self.client.name(), self.next)
+        } else {
+            format!("bench:{}:{}", self.case, self.client.name())
+        }
+    }
+
+    fn record(&mut self, outcome: Outcome, took: Duration, plan: &Plan) {
+        self.spent += took;
+        match outcome {
+            Outcome::Done(d) => self.samples.push(d),
+            Outcome::Failed(e) => {
+                self.samples.errors += 1;
+                self.note.get_or_insert_with(|| format!("first error: {e}"));
             }
-        });
-        match tokio::time::timeout(plan.cap, rx).await {
-            Ok(Ok(Ok(d))) => s.push(d),
-            Ok(Ok(Err(e))) => {
-                s.errors += 1;
-                note.get_or_insert_with(|| format!("first error: {e}"));
-            }
-            Ok(Err(_)) => s.errors += 1,
-            Err(_) => {
-                s.timeouts += 1;
-                if s.timeouts >= plan.max_timeouts {
-                    note = Some(format!(
-                        "timed out at the {:?} cap {} times; stopped (no per-node deadline)",
-                        plan.cap, s.timeouts
-                    ));
-                    break;
+            Outcome::TimedOut => {
+                self.samples.timeouts += 1;
+                self.note = Some(format!(
+                    "{} timed out at the {:?} cap (no per-node deadline)",
+                    self.samples.timeouts, plan.cap
+                ));
+                if self.samples.timeouts >= plan.max_timeouts {
+                    self.stopped = true;
                 }
             }
         }
+        if self.spent >= plan.lane_budget && !self.stopped {
+            self.stopped = true;
+            let budget = format!("stopped at the {:?} lane budget", plan.lane_budget);
+            self.note = Some(match self.note.take() {
+                Some(n) => format!("{n}; {budget}"),
+                None => budget,
+            });
+        }
     }
-    Row::from_samples(case, c.name(), &s, note)
+}
+
+/// Acquire+release on one resource per lane, no contention: `warmup` unmeasured cycles per
+/// lane, then up to `samples` measured ones in [`ROUNDS`] turns, each capped at
+/// `plan.cap`. A blocking client cut at the cap keeps its thread until the server answers
+/// (nothing is frozen in the cases that use this).
+pub async fn latency(lanes: &mut [Lane], samples: usize, warmup: usize, plan: &Plan) {
+    for lane in lanes.iter_mut() {
+        let resource = lane.resource(false);
+        for _ in 0..warmup {
+            let _ =
+                tokio::time::timeout(plan.cap, cycle(lane.client.as_ref(), &resource, plan.ttl))
+                    .await;
+        }
+    }
+    let per_round = samples.div_ceil(ROUNDS);
+    for _ in 0..ROUNDS {
+        for lane in lanes.iter_mut() {
+            for _ in 0..per_round {
+                if lane.stopped || lane.samples.latencies.len() >= samples {
+                    break;
+                }
+                let resource = format!("bench:{}:{}", lane.case, lane.client.name());
+                let t0 = Instant::now();
+                let outcome = match tokio::time::timeout(
+                    plan.cap,
+                    cycle(lane.client.as_ref(), &resource, plan.ttl),
+                )
+                .await
+                {
+                    Ok(Ok((_, total))) => Outcome::Done(total),
+                    Ok(Err(e)) => Outcome::Failed(e.to_string()),
+                    Err(_) => Outcome::TimedOut,
+                };
+                lane.record(outcome, t0.elapsed(), plan);
+            }
+        }
+    }
+}
+
+/// Acquire latency only, releases detached: each sample's task (acquire, report, release)
+/// goes to `pending`, which the caller joins (after the thaw, for a frozen node). The
+/// next sample starts as soon as this one is acquired, so the loop keeps the rhythm of
+/// the healthy case — a release that waits 50 ms for a slow node would otherwise leave
+/// every process idle long enough to double the next acquire on this 2-core host (cold
+/// wake-ups, measured), which is not what a slow node costs. Up to `samples` per lane in
+/// [`ROUNDS`] turns.
+pub async fn acquire_only(
+    lanes: &mut [Lane],
+    samples: usize,
+    plan: &Plan,
+    pending: &mut JoinSet<()>,
+) {
+    let per_round = samples.div_ceil(ROUNDS);
+    for _ in 0..ROUNDS {
+        for lane in lanes.iter_mut() {
+            for _ in 0..per_round {
+                if lane.stopped || lane.samples.latencies.len() >= samples {
+                    break;
+                }
+                // A fresh resource per sample: releases still waiting on a slow or frozen
+                // node must not hold the next sample's key.
+                let resource = lane.resource(true);
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                let task_client = Arc::clone(&lane.client);
+                let ttl = plan.ttl;
+                let t0 = Instant::now();
+                pending.spawn(async move {
+                    let t0 = Instant::now();
+                    match task_client.acquire(&resource, ttl).await {
+                        Ok(held) => {
+                            let _ = tx.send(Ok(t0.elapsed()));
+                            let _ = task_client.release(held).await;
+                        }
+                        Err(e) => {
+                            let _ = tx.send(Err(e));
+                        }
+                    }
+                });
+                let outcome = match tokio::time::timeout(plan.cap, rx).await {
+                    Ok(Ok(Ok(d))) => Outcome::Done(d),
+                    Ok(Ok(Err(e))) => Outcome::Failed(e.to_string()),
+                    Ok(Err(_)) => Outcome::Failed("sample task ended without an answer".into()),
+                    Err(_) => Outcome::TimedOut,
+                };
+                lane.record(outcome, t0.elapsed(), plan);
+            }
+        }
+    }
 }
 
 /// Hand-off: `holders[i]` and `waiters[i]` are two instances of the same client kind (two

@@ -47,7 +47,7 @@ use tokio::task::JoinSet;
 
 use crate::cluster::{Cluster, ClusterError, ClusterSpec, Flavour, LocalCluster, NodeId};
 use crate::proxy::{self, NewProxy, ProxyServer, Stream};
-use cases::Client;
+use cases::{Client, Lane};
 use clients::{Floor, Ours};
 use stats::Samples;
 
@@ -118,8 +118,12 @@ pub struct Plan {
     pub healthy: usize,
     /// Warm-up cycles before each latency case.
     pub warmup: usize,
-    /// Slow-node samples.
+    /// Slow-node acquire+release samples (each waits ~50 ms for the slow node).
     pub slow: usize,
+    /// Measuring time after which a lane stops (slow peers would take minutes otherwise).
+    pub lane_budget: Duration,
+    /// Acquire-only samples, releases detached (healthy and slow node, same rhythm).
+    pub acquire_only: usize,
     /// Frozen-node samples.
     pub frozen: usize,
     /// Hand-off samples, and warm-up hand-offs before them.
@@ -144,6 +148,8 @@ impl Plan {
             healthy: 2000,
             warmup: 200,
             slow: 100,
+            acquire_only: 1000,
+            lane_budget: Duration::from_secs(12),
             frozen: 50,
             handoff: 60,
             handoff_warmup: 3,
@@ -159,6 +165,8 @@ impl Plan {
             healthy: 200,
             warmup: 30,
             slow: 15,
+            acquire_only: 100,
+            lane_budget: Duration::from_secs(3),
             frozen: 8,
             handoff: 12,
             handoff_warmup: 2,
@@ -169,9 +177,38 @@ impl Plan {
     }
 }
 
+/// The nodes' AOF fsync policy during the bench.
+///
+/// The cluster starts its nodes with `appendfsync always` (what the lock's safety under
+/// restarts needs). Here all 5 nodes share one disk, so every `SET`/`DEL` on every node
+/// waits for an `fdatasync` queued on the same device — a serialisation five real nodes
+/// on five disks do not have, and which dominates every client's latency alike (profiled:
+/// ~30 % of all CPU samples are valkey in `fdatasync`, acquire p50 roughly doubles).
+/// The default measures the clients; `always` measures this box's disk as well.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum AppendFsync {
+    /// Keep the cluster's `appendfsync always`.
+    Always,
+    /// `CONFIG SET appendfsync everysec` on every node for the run (default).
+    Everysec,
+}
+
+impl AppendFsync {
+    /// The config value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AppendFsync::Always => "always",
+            AppendFsync::Everysec => "everysec",
+        }
+    }
+}
+
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct BenchConfig {
+    /// AOF fsync policy of the nodes during the run.
+    pub appendfsync: AppendFsync,
     /// Server implementation of the 5 local primaries.
     pub flavour: Flavour,
     /// Counts and bounds.
@@ -184,6 +221,7 @@ impl BenchConfig {
     /// Full or quick, on Valkey.
     pub fn new(quick: bool) -> Self {
         BenchConfig {
+            appendfsync: AppendFsync::Everysec,
             flavour: Flavour::Valkey,
             plan: if quick { Plan::quick() } else { Plan::full() },
             quick,
@@ -268,6 +306,8 @@ pub struct Machine {
     pub ttl_ms: u64,
     /// `--quick`.
     pub quick: bool,
+    /// The nodes' `appendfsync` during the run.
+    pub appendfsync: AppendFsync,
 }
 
 /// The whole result (`--json`).
@@ -319,6 +359,7 @@ pub async fn run(config: &BenchConfig) -> Result<BenchReport, BenchError> {
         node_timeout_ms: node_timeout.as_millis() as u64,
         ttl_ms: config.plan.ttl.as_millis() as u64,
         quick: config.quick,
+        appendfsync: config.appendfsync,
     };
     Ok(BenchReport {
         ratios: ratios(&cases, node_timeout),
@@ -348,6 +389,28 @@ fn node_addr(url: &str) -> Result<SocketAddr, BenchError> {
         .map_err(|e| BenchError::Setup(format!("node address {url}: {e}")))
 }
 
+async fn set_appendfsync(url: &str, policy: AppendFsync) -> Result<(), BenchError> {
+    let set = async {
+        let client = redis::Client::open(url)?;
+        let mut c = client.get_multiplexed_async_connection().await?;
+        redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("appendfsync")
+            .arg(policy.as_str())
+            .query_async::<()>(&mut c)
+            .await
+    };
+    match tokio::time::timeout(Duration::from_secs(5), set).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(BenchError::Setup(format!(
+            "CONFIG SET appendfsync on {url}: {e}"
+        ))),
+        Err(_) => Err(BenchError::Setup(format!(
+            "CONFIG SET appendfsync on {url}: timed out"
+        ))),
+    }
+}
+
 /// The adapters over `urls`; the floor (on `floor_url`) only when given.
 async fn build_set(
     urls: &[String],
@@ -375,6 +438,9 @@ async fn run_on(cluster: &LocalCluster, config: &BenchConfig) -> Result<Outcome,
     let mut notes = Vec::new();
     if !cfg!(feature = "peers") {
         notes.push("built without feature `peers`: rslock and redlock 2.0 not measured".into());
+    }
+    for i in 0..NODES {
+        set_appendfsync(&cluster.admin_url(NodeId(i))?, config.appendfsync).await?;
     }
     let urls: Vec<String> = (0..NODES)
         .map(|i| cluster.worker_url(NodeId(i)))
@@ -432,13 +498,30 @@ async fn cases_on(
     let (direct, node_timeout) = build_set(urls, plan.ttl, Some(&urls[0])).await?;
     let mut rows = Vec::new();
 
-    tracing::info!("bench: healthy");
-    rows.extend(cases::latency("healthy", &direct, plan.healthy, plan.warmup, plan).await);
-
-    tracing::info!("bench: slow node");
+    tracing::info!("bench: healthy, slow node");
     let (slow, _) = build_set(slow_urls, plan.ttl, None).await?;
-    rows.extend(cases::latency("slow-node", &slow, plan.slow, plan.warmup.min(5), plan).await);
+    let mut healthy: Vec<Lane> = direct.iter().map(|c| Lane::new("healthy", c)).collect();
+    cases::latency(&mut healthy, plan.healthy, plan.warmup, plan).await;
+    let mut slow_cycle: Vec<Lane> = slow.iter().map(|c| Lane::new("slow-node", c)).collect();
+    cases::latency(&mut slow_cycle, plan.slow, plan.warmup.min(5), plan).await;
+    // Acquire alone: healthy and slow-node lanes take turns, in the same detached rhythm,
+    // so the slow-node/healthy ratio compares like with like.
+    let mut acquire: Vec<Lane> = direct
+        .iter()
+        .map(|c| Lane::new("healthy/acquire", c))
+        .chain(slow.iter().map(|c| Lane::new("slow-node/acquire", c)))
+        .collect();
+    let mut pending = JoinSet::new();
+    cases::acquire_only(&mut acquire, plan.acquire_only, plan, &mut pending).await;
+    drain(&mut pending).await;
     drop(slow);
+    rows.extend(
+        healthy
+            .iter()
+            .chain(&slow_cycle)
+            .chain(&acquire)
+            .map(Lane::row),
+    );
 
     tracing::info!("bench: hand-off");
     let (holders, _) = build_set(urls, plan.ttl, None).await?;
@@ -512,27 +595,34 @@ async fn frozen_case(
     let mut pending = JoinSet::new();
     cluster.freeze(node).await?;
     let measured = AssertUnwindSafe(async {
-        let mut rows = Vec::new();
-        for c in clients {
-            rows.push(cases::frozen("frozen-node/acquire", c, plan, &mut pending).await);
-        }
-        rows
+        let mut lanes: Vec<Lane> = clients
+            .iter()
+            .map(|c| Lane::new("frozen-node/acquire", c))
+            .collect();
+        cases::acquire_only(&mut lanes, plan.frozen, plan, &mut pending).await;
+        lanes.iter().map(Lane::row).collect::<Vec<_>>()
     })
     .catch_unwind()
     .await;
     let thawed = cluster.thaw(node).await;
-    // Thawed: hung calls get their replies now. Bounded: abort async stragglers.
+    // Thawed: hung calls get their replies now.
+    drain(&mut pending).await;
+    thawed?;
+    match measured {
+        Ok(rows) => Ok(rows),
+        Err(_) => Err(BenchError::Panicked("frozen-node case".into())),
+    }
+}
+
+/// Joins detached sample tasks, bounded; async stragglers are aborted (blocking ones
+/// finish on their own once their node answers).
+async fn drain(pending: &mut JoinSet<()>) {
     let drained = tokio::time::timeout(Duration::from_secs(20), async {
         while pending.join_next().await.is_some() {}
     })
     .await;
     if drained.is_err() {
         pending.abort_all();
-    }
-    thawed?;
-    match measured {
-        Ok(rows) => Ok(rows),
-        Err(_) => Err(BenchError::Panicked("frozen-node case".into())),
     }
 }
 

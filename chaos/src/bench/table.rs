@@ -17,9 +17,10 @@ pub fn render(r: &BenchReport) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "chaos bench — {} — {} — {} cpus — {}{}",
+        "chaos bench — {} — {} (appendfsync {}) — {} cpus — {}{}",
         r.date,
         r.machine.server,
+        r.machine.appendfsync.as_str(),
         r.machine.cpus,
         r.machine.cpu_model,
         if r.machine.quick { " — quick" } else { "" }
