@@ -12,7 +12,8 @@
 //!   the caller (after the thaw).
 //! - [`handoff`]: a holder releases at `t`, a waiter that was already waiting acquires at
 //!   `t′`; the row is the distribution of `t′ − t`.
-//! - [`throughput`]: 64 tasks on 64 resources, acquire+release for a fixed time.
+//! - [`throughput`]: 64 tasks on 64 resources, acquire+release for a fixed time, the
+//!   clients taking turns in [`ROUNDS`] slices.
 //! - [`fencing_table_end_to_end`]: hook for `chaos fencing-table` (branch `fencing`).
 
 use std::sync::Arc;
@@ -289,56 +290,74 @@ pub async fn handoff(holders: &[Client], waiters: &[Client], plan: &Plan) -> Vec
 
 /// `plan.tasks` tasks, task `j` on resource `j`, acquire+release until the time is up.
 pub async fn throughput(clients: &[Client], plan: &Plan) -> Vec<Row> {
-    let mut rows = Vec::new();
-    for c in clients {
-        let started = Instant::now();
-        let stop_at = started + plan.throughput;
-        let mut tasks = JoinSet::new();
-        for j in 0..plan.tasks {
-            let (c, ttl, cap) = (Arc::clone(c), plan.ttl, plan.cap);
-            tasks.spawn(async move {
-                let resource = format!("bench:throughput:{}:{j}", c.name());
-                let mut s = Samples::default();
-                while Instant::now() < stop_at {
-                    match tokio::time::timeout(cap, cycle(c.as_ref(), &resource, ttl)).await {
-                        Ok(Ok((_, t))) => s.push(t),
-                        Ok(Err(_)) => s.errors += 1,
-                        Err(_) => s.timeouts += 1,
-                    }
-                }
-                s
-            });
+    // Clients take turns in ROUNDS slices of the duration, like the latency lanes: one
+    // long stretch per client would hand whoever ran during a quiet minute the win.
+    let slice = plan.throughput / ROUNDS as u32;
+    let mut acc: Vec<(Samples, Option<String>)> = vec![(Samples::default(), None); clients.len()];
+    for _ in 0..ROUNDS {
+        for (c, (all, note)) in clients.iter().zip(acc.iter_mut()) {
+            throughput_slice(c, slice, plan, all, note).await;
         }
-        let mut all = Samples::default();
-        let mut note = None;
-        // Every task stops by `stop_at` plus one capped cycle.
-        let bound = plan.throughput + plan.cap * 2;
-        let joined = tokio::time::timeout(bound, async {
-            while let Some(r) = tasks.join_next().await {
-                match r {
-                    Ok(s) => {
-                        all.latencies.extend(s.latencies);
-                        all.errors += s.errors;
-                        all.timeouts += s.timeouts;
-                    }
-                    Err(e) => {
-                        note.get_or_insert_with(|| format!("task: {e}"));
-                    }
+    }
+    clients
+        .iter()
+        .zip(acc)
+        .map(|(c, (all, mut note))| {
+            if all.errors > 0 && note.is_none() {
+                note = Some(format!("{} failed cycles", all.errors));
+            }
+            Row::from_samples("throughput", c.name(), &all, note)
+        })
+        .collect()
+}
+
+/// `plan.tasks` tasks on as many resources for `slice`; adds to `all` (wall included).
+async fn throughput_slice(
+    c: &Client,
+    slice: Duration,
+    plan: &Plan,
+    all: &mut Samples,
+    note: &mut Option<String>,
+) {
+    let started = Instant::now();
+    let stop_at = started + slice;
+    let mut tasks = JoinSet::new();
+    for j in 0..plan.tasks {
+        let (c, ttl, cap) = (Arc::clone(c), plan.ttl, plan.cap);
+        tasks.spawn(async move {
+            let resource = format!("bench:throughput:{}:{j}", c.name());
+            let mut s = Samples::default();
+            while Instant::now() < stop_at {
+                match tokio::time::timeout(cap, cycle(c.as_ref(), &resource, ttl)).await {
+                    Ok(Ok((_, t))) => s.push(t),
+                    Ok(Err(_)) => s.errors += 1,
+                    Err(_) => s.timeouts += 1,
                 }
             }
-        })
-        .await;
-        if joined.is_err() {
-            tasks.abort_all();
-            note = Some("tasks did not stop in time".into());
-        }
-        all.wall = Some(started.elapsed());
-        if all.errors > 0 && note.is_none() {
-            note = Some(format!("{} failed cycles", all.errors));
-        }
-        rows.push(Row::from_samples("throughput", c.name(), &all, note));
+            s
+        });
     }
-    rows
+    // Every task stops by `stop_at` plus one capped cycle.
+    let joined = tokio::time::timeout(slice + plan.cap * 2, async {
+        while let Some(r) = tasks.join_next().await {
+            match r {
+                Ok(s) => {
+                    all.latencies.extend(s.latencies);
+                    all.errors += s.errors;
+                    all.timeouts += s.timeouts;
+                }
+                Err(e) => {
+                    note.get_or_insert_with(|| format!("task: {e}"));
+                }
+            }
+        }
+    })
+    .await;
+    if joined.is_err() {
+        tasks.abort_all();
+        *note = Some("tasks did not stop in time".into());
+    }
+    *all.wall.get_or_insert(Duration::ZERO) += started.elapsed();
 }
 
 /// Note on the fencing-table row until the command is merged.

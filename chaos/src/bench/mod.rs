@@ -17,17 +17,29 @@
 //! - [`stats`]: p50/p99 (exact, by sorting). [`table`]: the printed table.
 //!
 //! # Cases, in run order
-//! 1. **healthy** — acquire+release on one resource, no contention.
-//! 2. **slow-node** — node 4 reached through a proxy adding 50 ms to every reply.
-//! 3. **hand-off** — holder releases at `t`, a waiter acquires at `t′`; `t′ − t`.
-//! 4. **throughput** — 64 tasks × 64 resources for 10 s (`--quick`: 2 s), then the
+//! 1. **healthy** — acquire+release on one resource, no contention; clients take turns in
+//!    [`cases::ROUNDS`] blocks so load drift on the shared machine hits them alike.
+//! 2. **slow-node** — node 4 reached through a proxy adding 50 ms to every reply
+//!    (acquire+release, so mostly the release waiting for that node).
+//! 3. **healthy/acquire** and **slow-node/acquire** — acquire alone, releases detached,
+//!    the lanes of both cases interleaved: the slow/healthy ratio compares like with like
+//!    (an awaited 50 ms release idles the box and by itself doubles the next acquire).
+//! 4. **hand-off** — holder releases at `t`, a waiter acquires at `t′`; `t′ − t`.
+//! 5. **throughput** — 64 tasks × 64 resources for 10 s (`--quick`: 2 s), then the
 //!    `redis-benchmark` ceiling on the same nodes.
-//! 5. **frozen-node** — node 4 SIGSTOPped; always thawed afterwards, also on error or
-//!    panic. Last, so hung peer connections cannot disturb the other cases.
-//! 6. **fencing-table** — hook only.
+//! 6. **frozen-node/acquire** — node 4 SIGSTOPped; always thawed afterwards, also on error
+//!    or panic. Last, so hung peer connections cannot disturb the other cases.
+//! 7. **fencing-table** — hook only.
 //!
+//! Every lane stops at `max_timeouts` samples cut at the 2 s cap or at its time budget,
+//! whichever comes first, so slow peers bound the run instead of stretching it.
 //! The floor is one node, so it is measured only where a node fault cannot touch it
 //! (healthy, throughput); it has no retry policy, so it is not in the hand-off either.
+//!
+//! # The nodes' fsync
+//! The cluster runs `appendfsync always`; with 5 nodes on one disk that puts a shared
+//! `fdatasync` queue on every write of every "independent" node. [`AppendFsync`]
+//! (`--appendfsync`, default `everysec`) says which one a run used; it is in the report.
 
 pub mod cases;
 pub mod ceiling;
