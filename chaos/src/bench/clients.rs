@@ -353,9 +353,11 @@ mod peers {
                 redis::IntoConnectionInfo::into_connection_info(u.as_str())
                     .map_err(|e| BenchError::Setup(format!("redlock: {u}: {e}")))?;
             }
-            Ok(Sequential {
-                rl: Arc::new(redlock::RedLock::new(urls.to_vec())),
-            })
+            // Belt and braces: redis 0.23 might still refuse a URL redis 1.x took.
+            let urls = urls.to_vec();
+            let rl = std::panic::catch_unwind(move || redlock::RedLock::new(urls))
+                .map_err(|_| BenchError::Setup("redlock: a node URL was refused".into()))?;
+            Ok(Sequential { rl: Arc::new(rl) })
         }
     }
 
