@@ -1,5 +1,6 @@
 //! The chaos rig for `fenced-redlock` (work in progress).
 //!
+//! - [`bench`]: `chaos bench`, our client beside the Rust peers, as ratios.
 //! - [`cluster`]: N Redis/Valkey primaries (docker or local processes) and the faults run on them.
 //! - [`proxy`]: Toxiproxy-compatible proxy server and async client.
 //! - [`nemesis`]: faults as data, seeded schedules, applied and always healed.
@@ -10,6 +11,7 @@
 //! - [`report`]: the `report.json` schema shared by the runner and the renderers.
 //! - [`checker`]: lost updates and exclusion violations, computed from a run's records.
 
+pub mod bench;
 pub mod checker;
 pub mod cluster;
 pub mod commands;

@@ -9,6 +9,7 @@
 //!   `commands::fencing_table`).
 //! - `chaos lock`: acquire once, hold, release, report per node.
 //! - `chaos report DIR`: re-render `report.html` and `junit.xml` from `DIR/report.json`.
+//! - `chaos bench`: our client beside the Rust peers on one local cluster, as ratios.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -50,6 +51,8 @@ enum Command {
     Lock(LockArgs),
     /// Re-render report.html and junit.xml from an existing report.json.
     Report(ReportArgs),
+    /// Benchmark our client against rslock, redlock 2.0 and a one-node floor.
+    Bench(BenchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -96,6 +99,41 @@ struct DownArgs {
     /// Also remove the cached server images.
     #[arg(long)]
     images: bool,
+}
+
+#[derive(Debug, Args)]
+struct BenchArgs {
+    /// Few samples, 2 s throughput: exercises every path in well under a minute.
+    #[arg(long)]
+    quick: bool,
+    /// Also write the report as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Server implementation of the 5 local primaries.
+    #[arg(long, value_enum, default_value_t = Flavour::Valkey)]
+    flavour: Flavour,
+    /// AOF fsync policy of the nodes during the run (5 nodes share one disk here).
+    #[arg(long, value_enum, default_value_t = redlock_chaos::bench::AppendFsync::Everysec)]
+    appendfsync: redlock_chaos::bench::AppendFsync,
+}
+
+async fn bench(args: BenchArgs) -> Result<(), redlock_chaos::bench::BenchError> {
+    use redlock_chaos::bench::{self, BenchConfig, BenchError};
+    let mut config = BenchConfig::new(args.quick);
+    config.flavour = args.flavour;
+    config.appendfsync = args.appendfsync;
+    let report = bench::run(&config).await?;
+    print!("{}", bench::table::render(&report));
+    if let Some(path) = &args.json {
+        let io = |source| BenchError::Io {
+            action: format!("writing {}", path.display()),
+            source,
+        };
+        let text =
+            serde_json::to_string_pretty(&report).map_err(|e| io(std::io::Error::other(e)))?;
+        std::fs::write(path, text).map_err(io)?;
+    }
+    Ok(())
 }
 
 #[tokio::main]
@@ -154,6 +192,7 @@ async fn main() -> ExitCode {
                 }
             };
         }
+        Command::Bench(args) => bench(args).await.map_err(Into::into),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,168 @@
+//! The throughput ceiling: `redis-benchmark` on the same nodes, same command mix.
+//!
+//! One lock operation (acquire + release, no contention) is, on **each** of the 5 nodes,
+//! one `SET key token NX PX ttl` and one `EVALSHA` compare-and-delete. The nodes work in
+//! parallel, so the lock rate is bounded by what one node can do of that pair, not by the
+//! sum over nodes: with per-node rates `r_set` and `r_eval` (commands/s, 64 clients, no
+//! pipelining), one node serves `1 / (1/r_set + 1/r_eval)` pairs per second (≈ r/2 when
+//! both are near r), and that is the ceiling in lock ops/s.
+//!
+//! All 5 nodes are driven at the same time (one `redis-benchmark` per node per phase),
+//! so the per-node rates include what the real run pays too: 5 servers sharing this
+//! machine's cores with the load generator. The reported ceiling is the median over the
+//! nodes (they are identical processes; the spread is noise). `EVAL` with the script
+//! text is what `redis-benchmark` can send; the server caches scripts by SHA, so it costs
+//! the same as our `EVALSHA` plus hashing a 90-byte body. Random keys (`-r`) make the
+//! compare fail, which skips the `DEL`: a slight advantage to the ceiling.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::process::Command;
+
+use super::BenchError;
+use super::clients::COMPARE_AND_DELETE;
+
+/// Where `redis-benchmark` is: `$REDIS_BENCHMARK_BIN`, else on `PATH`.
+pub fn locate() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("REDIS_BENCHMARK_BIN") {
+        let p = PathBuf::from(p);
+        return p.is_file().then_some(p);
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join("redis-benchmark"))
+        .find(|p| p.is_file())
+}
+
+/// Per-node rates and the derived ceiling.
+#[derive(Debug, Clone)]
+pub struct Ceiling {
+    /// `SET NX PX` commands/s per node.
+    pub set_rates: Vec<f64>,
+    /// `EVAL` compare-and-delete commands/s per node.
+    pub eval_rates: Vec<f64>,
+    /// Median over nodes of `1 / (1/r_set + 1/r_eval)`: lock ops/s.
+    pub lock_ops_per_s: f64,
+}
+
+/// Runs both phases on every node in parallel; each process is bounded by `limit`.
+pub async fn measure(
+    bin: &PathBuf,
+    nodes: &[SocketAddr],
+    requests: u32,
+    clients: u32,
+    ttl: Duration,
+    limit: Duration,
+) -> Result<Ceiling, BenchError> {
+    let ttl_ms = ttl.as_millis().to_string();
+    let set: Vec<&str> = vec![
+        "SET",
+        "bench:ceiling:__rand_int__",
+        "token",
+        "NX",
+        "PX",
+        &ttl_ms,
+    ];
+    let eval: Vec<&str> = vec![
+        "EVAL",
+        COMPARE_AND_DELETE,
+        "1",
+        "bench:ceiling:__rand_int__",
+        "token",
+    ];
+    let set_rates = phase(bin, nodes, requests, clients, &set, limit).await?;
+    let eval_rates = phase(bin, nodes, requests, clients, &eval, limit).await?;
+    let mut pairs: Vec<f64> = set_rates
+        .iter()
+        .zip(&eval_rates)
+        .map(|(s, e)| {
+            if *s > 0.0 && *e > 0.0 {
+                1.0 / (1.0 / s + 1.0 / e)
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    pairs.sort_by(f64::total_cmp);
+    let lock_ops_per_s = pairs.get(pairs.len() / 2).copied().unwrap_or(0.0);
+    Ok(Ceiling {
+        set_rates,
+        eval_rates,
+        lock_ops_per_s,
+    })
+}
+
+async fn phase(
+    bin: &PathBuf,
+    nodes: &[SocketAddr],
+    requests: u32,
+    clients: u32,
+    command: &[&str],
+    limit: Duration,
+) -> Result<Vec<f64>, BenchError> {
+    let mut running = Vec::with_capacity(nodes.len());
+    for addr in nodes {
+        let child = Command::new(bin)
+            .arg("-h")
+            .arg(addr.ip().to_string())
+            .arg("-p")
+            .arg(addr.port().to_string())
+            .arg("-n")
+            .arg(requests.to_string())
+            .arg("-c")
+            .arg(clients.to_string())
+            .args(["-P", "1", "-r", "100000", "-q"])
+            .args(command)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            // A timed-out or abandoned run must not outlive the bench.
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| BenchError::Setup(format!("starting {}: {e}", bin.display())))?;
+        running.push(child.wait_with_output());
+    }
+    let outputs = tokio::time::timeout(limit, futures::future::join_all(running))
+        .await
+        .map_err(|_| BenchError::TimedOut(limit))?;
+    outputs
+        .into_iter()
+        .map(|o| {
+            let o = o.map_err(|e| BenchError::Setup(format!("redis-benchmark: {e}")))?;
+            let out = String::from_utf8_lossy(&o.stdout);
+            parse_rate(&out).ok_or_else(|| {
+                BenchError::Setup(format!(
+                    "redis-benchmark printed no rate (status {}): {} {}",
+                    o.status,
+                    out.trim(),
+                    String::from_utf8_lossy(&o.stderr).trim()
+                ))
+            })
+        })
+        .collect()
+}
+
+/// The rate in `-q` output: `"<command>: 91743.12 requests per second, p50=…"` (progress
+/// lines before it are separated by `\r`).
+pub fn parse_rate(out: &str) -> Option<f64> {
+    out.split(['\r', '\n']).rev().find_map(|line| {
+        let (before, _) = line.split_once(" requests per second")?;
+        before.split_whitespace().next_back()?.parse::<f64>().ok()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_quiet_output() {
+        let out = "SET bench:ceiling:__rand_int__ token NX PX 10000: rps=0.0 (overall: nan) avg_msec=nan\r\
+                   SET bench:ceiling:__rand_int__ token NX PX 10000: 91743.12 requests per second, p50=0.335 msec\n\n";
+        assert_eq!(parse_rate(out), Some(91743.12));
+        assert_eq!(parse_rate("ERROR"), None);
+    }
+}

@@ -1,0 +1,738 @@
+//! `chaos bench`: our client side by side with the Rust peers, in one run, on one cluster,
+//! reported as ratios (the machine is shared and noisy; ratios taken minutes apart on the
+//! same nodes are what can be compared).
+//!
+//! # Map
+//! - this file: [`BenchConfig`]/[`Plan`] (sample counts, `--quick`), [`run`] (bring up 5
+//!   local primaries, put node 4 behind an in-process proxy for the slow-node case, run
+//!   the cases, tear everything down), the report types and the [`ratios`].
+//! - [`clients`]: one adapter per client behind [`clients::LockClient`] — ours unfenced
+//!   and fenced, `rslock` 0.10, `redlock` 2.0 (sequential, blocking, on `spawn_blocking`),
+//!   and the floor (one node, `SET NX PX` + Lua compare-and-delete). The two peers sit
+//!   behind the default-on `peers` feature: rslock's only tokio feature pulls rustls.
+//! - [`cases`]: healthy, slow node, frozen node, hand-off, throughput, and the hook for
+//!   timing `chaos fencing-table` end to end (not in this build).
+//! - [`ceiling`]: `redis-benchmark` for the same command mix, and why one lock op costs a
+//!   `SET` + an `EVAL` on every node, so the ceiling is the per-node pair rate.
+//! - [`stats`]: p50/p99 (exact, by sorting). [`table`]: the printed table.
+//!
+//! # Cases, in run order
+//! 1. **healthy** — acquire+release on one resource, no contention; clients take turns in
+//!    [`cases::ROUNDS`] blocks so load drift on the shared machine hits them alike.
+//! 2. **slow-node** — node 4 reached through a proxy adding 50 ms to every reply
+//!    (acquire+release, so mostly the release waiting for that node).
+//! 3. **healthy/acquire** and **slow-node/acquire** — acquire alone, releases detached,
+//!    the lanes of both cases interleaved: the slow/healthy ratio compares like with like
+//!    (an awaited 50 ms release idles the box and by itself doubles the next acquire).
+//! 4. **hand-off** — holder releases at `t`, a waiter acquires at `t′`; `t′ − t`.
+//! 5. **throughput** — 64 tasks × 64 resources for 10 s (`--quick`: 2 s), then the
+//!    `redis-benchmark` ceiling on the same nodes.
+//! 6. **frozen-node/acquire** — node 4 SIGSTOPped; always thawed afterwards, also on error
+//!    or panic. Last, so hung peer connections cannot disturb the other cases.
+//! 7. **fencing-table** — hook only.
+//!
+//! Every lane stops at `max_timeouts` samples cut at the 2 s cap or at its time budget,
+//! whichever comes first, so slow peers bound the run instead of stretching it.
+//! The floor is one node, so it is measured only where a node fault cannot touch it
+//! (healthy, throughput); it has no retry policy, so it is not in the hand-off either.
+//!
+//! # The nodes' fsync
+//! The cluster runs `appendfsync always`; with 5 nodes on one disk that puts a shared
+//! `fdatasync` queue on every write of every "independent" node. [`AppendFsync`]
+//! (`--appendfsync`, default `everysec`) says which one a run used; it is in the report.
+
+pub mod cases;
+pub mod ceiling;
+pub mod clients;
+pub mod stats;
+pub mod table;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use futures::FutureExt;
+use serde::{Deserialize, Serialize};
+use tokio::task::JoinSet;
+
+use crate::cluster::{Cluster, ClusterError, ClusterSpec, Flavour, LocalCluster, NodeId};
+use crate::proxy::{self, NewProxy, ProxyServer, Stream};
+use cases::{Client, Lane};
+use clients::{Floor, Ours};
+use stats::Samples;
+
+/// Number of primaries.
+pub const NODES: usize = 5;
+/// The node made slow (through the proxy) and, later, frozen.
+pub const FAULTY_NODE: usize = 4;
+/// Latency the proxy adds to every reply of the slow node.
+pub const SLOW_NODE_LATENCY: Duration = Duration::from_millis(50);
+
+/// Everything that can stop the bench.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BenchError {
+    /// Bringing up or faulting the cluster failed.
+    #[error(transparent)]
+    Cluster(#[from] ClusterError),
+    /// The in-process proxy failed.
+    #[error("proxy: {0}")]
+    Proxy(String),
+    /// A client or tool could not be set up.
+    #[error("setup: {0}")]
+    Setup(String),
+    /// A client gave up acquiring (held, or nodes failing).
+    #[error("{client}: not acquired: {detail}")]
+    NotAcquired {
+        /// Adapter name.
+        client: &'static str,
+        /// Its error.
+        detail: String,
+    },
+    /// A release failed.
+    #[error("release: {0}")]
+    Release(String),
+    /// An adapter was handed another adapter's lock (a bug in the bench).
+    #[error("wrong lock type: {0}")]
+    WrongHeld(String),
+    /// A bounded wait ran out.
+    #[error("timed out after {0:?}")]
+    TimedOut(Duration),
+    /// A task failed to join.
+    #[error("task: {0}")]
+    Task(String),
+    /// Writing the report failed.
+    #[error("{action}: {source}")]
+    Io {
+        /// What was being done.
+        action: String,
+        /// Underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The run panicked; the cluster was taken down anyway.
+    #[error("bench panicked: {0}")]
+    Panicked(String),
+}
+
+/// Sample counts and bounds.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Lease TTL for every client.
+    pub ttl: Duration,
+    /// Cap on one sample; beyond it the sample counts as a timeout.
+    pub cap: Duration,
+    /// Timeouts after which a client's case stops.
+    pub max_timeouts: u32,
+    /// Healthy samples (and unmeasured warm-up cycles before them).
+    pub healthy: usize,
+    /// Warm-up cycles before each latency case.
+    pub warmup: usize,
+    /// Slow-node acquire+release samples (each waits ~50 ms for the slow node).
+    pub slow: usize,
+    /// Measuring time after which a lane stops (slow peers would take minutes otherwise).
+    pub lane_budget: Duration,
+    /// Acquire-only samples, releases detached (healthy and slow node, same rhythm).
+    pub acquire_only: usize,
+    /// Frozen-node samples.
+    pub frozen: usize,
+    /// Hand-off samples, and warm-up hand-offs before them.
+    pub handoff: usize,
+    /// Unmeasured hand-offs first (our waiters subscribe on the first wait).
+    pub handoff_warmup: usize,
+    /// Throughput duration.
+    pub throughput: Duration,
+    /// Concurrent tasks (= resources) in the throughput case.
+    pub tasks: usize,
+    /// `redis-benchmark -n` per node and command.
+    pub ceiling_requests: u32,
+}
+
+impl Plan {
+    /// The full run.
+    pub fn full() -> Self {
+        Plan {
+            ttl: Duration::from_secs(10),
+            cap: Duration::from_secs(2),
+            max_timeouts: 3,
+            healthy: 2000,
+            warmup: 200,
+            slow: 100,
+            acquire_only: 1000,
+            lane_budget: Duration::from_secs(12),
+            frozen: 50,
+            handoff: 60,
+            handoff_warmup: 3,
+            throughput: Duration::from_secs(10),
+            tasks: 64,
+            ceiling_requests: 100_000,
+        }
+    }
+
+    /// `--quick`: enough samples to exercise every path, well under a minute.
+    pub fn quick() -> Self {
+        Plan {
+            healthy: 200,
+            warmup: 30,
+            slow: 15,
+            acquire_only: 100,
+            lane_budget: Duration::from_secs(3),
+            frozen: 8,
+            handoff: 12,
+            handoff_warmup: 2,
+            throughput: Duration::from_secs(2),
+            ceiling_requests: 10_000,
+            ..Plan::full()
+        }
+    }
+}
+
+/// The nodes' AOF fsync policy during the bench.
+///
+/// The cluster starts its nodes with `appendfsync always` (what the lock's safety under
+/// restarts needs). Here all 5 nodes share one disk, so every `SET`/`DEL` on every node
+/// waits for an `fdatasync` queued on the same device — a serialisation five real nodes
+/// on five disks do not have, and which dominates every client's latency alike (profiled:
+/// ~30 % of all CPU samples are valkey in `fdatasync`, acquire p50 roughly doubles).
+/// The default measures the clients; `always` measures this box's disk as well.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum AppendFsync {
+    /// Keep the cluster's `appendfsync always`.
+    Always,
+    /// `CONFIG SET appendfsync everysec` on every node for the run (default).
+    Everysec,
+}
+
+impl AppendFsync {
+    /// The config value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AppendFsync::Always => "always",
+            AppendFsync::Everysec => "everysec",
+        }
+    }
+}
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct BenchConfig {
+    /// AOF fsync policy of the nodes during the run.
+    pub appendfsync: AppendFsync,
+    /// Server implementation of the 5 local primaries.
+    pub flavour: Flavour,
+    /// Counts and bounds.
+    pub plan: Plan,
+    /// Whether this is `--quick` (reported in `machine`).
+    pub quick: bool,
+}
+
+impl BenchConfig {
+    /// Full or quick, on Valkey.
+    pub fn new(quick: bool) -> Self {
+        BenchConfig {
+            appendfsync: AppendFsync::Everysec,
+            flavour: Flavour::Valkey,
+            plan: if quick { Plan::quick() } else { Plan::full() },
+            quick,
+        }
+    }
+}
+
+/// One row of the table / one element of `cases` in the JSON.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Row {
+    /// Case name (`healthy`, `healthy/acquire`, ...).
+    pub case: String,
+    /// Adapter name.
+    pub client: String,
+    /// Median, µs.
+    pub p50_us: Option<f64>,
+    /// 99th percentile, µs.
+    pub p99_us: Option<f64>,
+    /// Operations per second (see [`stats::Summary::ops_per_s`]).
+    pub ops_per_s: Option<f64>,
+    /// Samples cut at the cap.
+    pub timeouts: u32,
+    /// Measured samples.
+    pub samples: usize,
+    /// Failed operations.
+    pub errors: u32,
+    /// Why a row is short or empty.
+    pub note: Option<String>,
+}
+
+impl Row {
+    pub(crate) fn from_samples(case: &str, client: &str, s: &Samples, note: Option<String>) -> Row {
+        let summary = s.summary();
+        let us = |d: Duration| d.as_secs_f64() * 1e6;
+        Row {
+            case: case.to_owned(),
+            client: client.to_owned(),
+            p50_us: summary.map(|x| us(x.p50)),
+            p99_us: summary.map(|x| us(x.p99)),
+            ops_per_s: summary.map(|x| x.ops_per_s),
+            timeouts: s.timeouts,
+            samples: summary.map_or(0, |x| x.samples),
+            errors: s.errors,
+            note,
+        }
+    }
+
+    pub(crate) fn skipped(case: &str, client: &str, note: &str) -> Row {
+        Row::from_samples(case, client, &Samples::default(), Some(note.to_owned()))
+    }
+}
+
+/// One target: its value, the target as text, and whether it was met.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Ratio {
+    /// The measured ratio (or value), `None` when a row is missing.
+    pub value: Option<f64>,
+    /// E.g. `"<= 1.5"`.
+    pub target: String,
+    /// Met, missed, or unknown.
+    pub pass: Option<bool>,
+    /// What it compares.
+    pub meaning: String,
+}
+
+/// The host, for reading numbers later.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Machine {
+    /// Logical CPUs available.
+    pub cpus: usize,
+    /// `/proc/cpuinfo` model name.
+    pub cpu_model: String,
+    /// Kernel release.
+    pub kernel: String,
+    /// 1-minute load average when the bench started.
+    pub loadavg_1m: Option<f64>,
+    /// Server on the nodes, e.g. `valkey 8.1.8`.
+    pub server: String,
+    /// Our per-node deadline in this run, ms.
+    pub node_timeout_ms: u64,
+    /// Lease TTL, ms.
+    pub ttl_ms: u64,
+    /// `--quick`.
+    pub quick: bool,
+    /// The nodes' `appendfsync` during the run.
+    pub appendfsync: AppendFsync,
+}
+
+/// The whole result (`--json`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BenchReport {
+    /// Every row.
+    pub cases: Vec<Row>,
+    /// Targets.
+    pub ratios: BTreeMap<String, Ratio>,
+    /// Host description.
+    pub machine: Machine,
+    /// RFC 3339, UTC.
+    pub date: String,
+    /// Things the reader should know (skipped parts, ceiling details).
+    pub notes: Vec<String>,
+}
+
+/// Brings up the cluster, runs every case, takes it down (also after an error or panic).
+pub async fn run(config: &BenchConfig) -> Result<BenchReport, BenchError> {
+    let date = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
+    let loadavg_1m = std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()));
+    let cluster = LocalCluster::up(ClusterSpec::new(config.flavour, NODES)).await?;
+    let result = AssertUnwindSafe(run_on(&cluster, config))
+        .catch_unwind()
+        .await;
+    let down = cluster.down().await;
+    let (cases, notes, node_timeout) = match result {
+        Ok(r) => r?,
+        Err(panic) => {
+            let msg = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                .unwrap_or_default();
+            return Err(BenchError::Panicked(msg));
+        }
+    };
+    down?;
+    let machine = Machine {
+        cpus: std::thread::available_parallelism().map_or(0, usize::from),
+        cpu_model: cpu_model(),
+        kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .map(|s| s.trim().to_owned())
+            .unwrap_or_default(),
+        loadavg_1m,
+        server: cluster.server_version().to_owned(),
+        node_timeout_ms: node_timeout.as_millis() as u64,
+        ttl_ms: config.plan.ttl.as_millis() as u64,
+        quick: config.quick,
+        appendfsync: config.appendfsync,
+    };
+    Ok(BenchReport {
+        ratios: ratios(&cases, node_timeout),
+        cases,
+        machine,
+        date,
+        notes,
+    })
+}
+
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_owned())
+        })
+        .unwrap_or_default()
+}
+
+fn node_addr(url: &str) -> Result<SocketAddr, BenchError> {
+    url.trim_start_matches("redis://")
+        .trim_end_matches('/')
+        .parse()
+        .map_err(|e| BenchError::Setup(format!("node address {url}: {e}")))
+}
+
+async fn set_appendfsync(url: &str, policy: AppendFsync) -> Result<(), BenchError> {
+    let set = async {
+        let client = redis::Client::open(url)?;
+        let mut c = client.get_multiplexed_async_connection().await?;
+        redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("appendfsync")
+            .arg(policy.as_str())
+            .query_async::<()>(&mut c)
+            .await
+    };
+    match tokio::time::timeout(Duration::from_secs(5), set).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(BenchError::Setup(format!(
+            "CONFIG SET appendfsync on {url}: {e}"
+        ))),
+        Err(_) => Err(BenchError::Setup(format!(
+            "CONFIG SET appendfsync on {url}: timed out"
+        ))),
+    }
+}
+
+/// The adapters over `urls`; the floor (on `floor_url`) only when given.
+async fn build_set(
+    urls: &[String],
+    ttl: Duration,
+    floor_url: Option<&str>,
+) -> Result<(Vec<Client>, Duration), BenchError> {
+    let ours = Ours::new(urls, ttl, false)?;
+    let node_timeout = ours.node_timeout();
+    let mut set: Vec<Client> = vec![Arc::new(ours), Arc::new(Ours::new(urls, ttl, true)?)];
+    #[cfg(feature = "peers")]
+    {
+        set.push(Arc::new(clients::Rslock::new(urls)?));
+        set.push(Arc::new(clients::Sequential::new(urls)?));
+    }
+    if let Some(u) = floor_url {
+        set.push(Arc::new(Floor::connect(u).await?));
+    }
+    Ok((set, node_timeout))
+}
+
+type Outcome = (Vec<Row>, Vec<String>, Duration);
+
+async fn run_on(cluster: &LocalCluster, config: &BenchConfig) -> Result<Outcome, BenchError> {
+    let plan = &config.plan;
+    let mut notes = Vec::new();
+    if !cfg!(feature = "peers") {
+        notes.push("built without feature `peers`: rslock and redlock 2.0 not measured".into());
+    }
+    for i in 0..NODES {
+        set_appendfsync(&cluster.admin_url(NodeId(i))?, config.appendfsync).await?;
+    }
+    let urls: Vec<String> = (0..NODES)
+        .map(|i| cluster.worker_url(NodeId(i)))
+        .collect::<Result<_, _>>()?;
+    let admin: Vec<SocketAddr> = (0..NODES)
+        .map(|i| node_addr(&cluster.admin_url(NodeId(i))?))
+        .collect::<Result<_, _>>()?;
+
+    // The slow node: our own proxy in front of its admin address, +50 ms on every reply.
+    let proxy_server = ProxyServer::start(SocketAddr::from(([127, 0, 0, 1], 0)))
+        .await
+        .map_err(|e| BenchError::Proxy(e.to_string()))?;
+    let slow = async {
+        let api = proxy::Client::new(&proxy_server.url())
+            .map_err(|e| BenchError::Proxy(e.to_string()))?;
+        let p = api
+            .create_proxy(&NewProxy::new(
+                "bench-slow-node",
+                "127.0.0.1:0",
+                admin[FAULTY_NODE].to_string(),
+            ))
+            .await
+            .map_err(|e| BenchError::Proxy(e.to_string()))?;
+        api.add_latency(
+            &p.name,
+            Stream::Downstream,
+            SLOW_NODE_LATENCY,
+            Duration::ZERO,
+        )
+        .await
+        .map_err(|e| BenchError::Proxy(e.to_string()))?;
+        let mut slow_urls = urls.clone();
+        slow_urls[FAULTY_NODE] = format!("redis://{}", p.listen);
+        Ok::<_, BenchError>(slow_urls)
+    }
+    .await;
+    let result = match slow {
+        Ok(slow_urls) => cases_on(cluster, plan, &urls, &slow_urls, &admin, &mut notes).await,
+        Err(e) => Err(e),
+    };
+    let stopped = proxy_server.shutdown().await;
+    let (rows, node_timeout) = result?;
+    stopped.map_err(|e| BenchError::Proxy(e.to_string()))?;
+    Ok((rows, notes, node_timeout))
+}
+
+async fn cases_on(
+    cluster: &LocalCluster,
+    plan: &Plan,
+    urls: &[String],
+    slow_urls: &[String],
+    admin: &[SocketAddr],
+    notes: &mut Vec<String>,
+) -> Result<(Vec<Row>, Duration), BenchError> {
+    let (direct, node_timeout) = build_set(urls, plan.ttl, Some(&urls[0])).await?;
+    let mut rows = Vec::new();
+
+    tracing::info!("bench: healthy, slow node");
+    let (slow, _) = build_set(slow_urls, plan.ttl, None).await?;
+    let mut healthy: Vec<Lane> = direct.iter().map(|c| Lane::new("healthy", c)).collect();
+    cases::latency(&mut healthy, plan.healthy, plan.warmup, plan).await;
+    let mut slow_cycle: Vec<Lane> = slow.iter().map(|c| Lane::new("slow-node", c)).collect();
+    cases::latency(&mut slow_cycle, plan.slow, plan.warmup.min(5), plan).await;
+    // Acquire alone: healthy and slow-node lanes take turns, in the same detached rhythm,
+    // so the slow-node/healthy ratio compares like with like.
+    let mut acquire: Vec<Lane> = direct
+        .iter()
+        .map(|c| Lane::new("healthy/acquire", c))
+        .chain(slow.iter().map(|c| Lane::new("slow-node/acquire", c)))
+        .collect();
+    let mut pending = JoinSet::new();
+    cases::acquire_only(&mut acquire, plan.acquire_only, plan, &mut pending).await;
+    drain(&mut pending).await;
+    drop(slow);
+    rows.extend(
+        healthy
+            .iter()
+            .chain(&slow_cycle)
+            .chain(&acquire)
+            .map(Lane::row),
+    );
+
+    tracing::info!("bench: hand-off");
+    let (holders, _) = build_set(urls, plan.ttl, None).await?;
+    rows.extend(cases::handoff(&holders, &direct, plan).await);
+    drop(holders);
+
+    tracing::info!("bench: throughput");
+    rows.extend(cases::throughput(&direct, plan).await);
+    match ceiling::locate() {
+        None => {
+            rows.push(Row::skipped(
+                "throughput",
+                "redis-benchmark",
+                "redis-benchmark not found",
+            ));
+        }
+        Some(bin) => {
+            let limit = plan.throughput * 6 + Duration::from_secs(30);
+            match ceiling::measure(
+                &bin,
+                admin,
+                plan.ceiling_requests,
+                plan.tasks as u32,
+                plan.ttl,
+                limit,
+            )
+            .await
+            {
+                Ok(c) => {
+                    let mut row = Row::skipped("throughput", "redis-bench-ceil", "");
+                    row.ops_per_s = Some(c.lock_ops_per_s);
+                    row.note = Some("lock ops/s = per-node (SET+EVAL) pair rate".into());
+                    rows.push(row);
+                    notes.push(format!(
+                        "ceiling: SET NX PX per node {:?}/s, EVAL compare-and-delete per node {:?}/s (5 nodes at once, -c {} -P 1)",
+                        c.set_rates.iter().map(|r| r.round()).collect::<Vec<_>>(),
+                        c.eval_rates.iter().map(|r| r.round()).collect::<Vec<_>>(),
+                        plan.tasks
+                    ));
+                }
+                Err(e) => rows.push(Row::skipped(
+                    "throughput",
+                    "redis-bench-ceil",
+                    &e.to_string(),
+                )),
+            }
+        }
+    }
+
+    tracing::info!("bench: frozen node");
+    let frozen_clients: Vec<Client> = direct
+        .iter()
+        .filter(|c| c.name() != "floor-1-node")
+        .cloned()
+        .collect();
+    rows.extend(frozen_case(cluster, &frozen_clients, plan).await?);
+
+    rows.push(cases::fencing_table_end_to_end(urls, plan).await);
+    notes.push(cases::FENCING_TABLE_UNAVAILABLE.to_owned());
+    Ok((rows, node_timeout))
+}
+
+/// Freeze, measure, and thaw whatever happens; then let every sample's task finish
+/// (blocking peers' threads end once the node answers again) within a bound.
+async fn frozen_case(
+    cluster: &LocalCluster,
+    clients: &[Client],
+    plan: &Plan,
+) -> Result<Vec<Row>, BenchError> {
+    let node = NodeId(FAULTY_NODE);
+    let mut pending = JoinSet::new();
+    cluster.freeze(node).await?;
+    let measured = AssertUnwindSafe(async {
+        let mut lanes: Vec<Lane> = clients
+            .iter()
+            .map(|c| Lane::new("frozen-node/acquire", c))
+            .collect();
+        cases::acquire_only(&mut lanes, plan.frozen, plan, &mut pending).await;
+        lanes.iter().map(Lane::row).collect::<Vec<_>>()
+    })
+    .catch_unwind()
+    .await;
+    let thawed = cluster.thaw(node).await;
+    // Thawed: hung calls get their replies now.
+    drain(&mut pending).await;
+    thawed?;
+    match measured {
+        Ok(rows) => Ok(rows),
+        Err(_) => Err(BenchError::Panicked("frozen-node case".into())),
+    }
+}
+
+/// Joins detached sample tasks, bounded; async stragglers are aborted (blocking ones
+/// finish on their own once their node answers).
+async fn drain(pending: &mut JoinSet<()>) {
+    let drained = tokio::time::timeout(Duration::from_secs(20), async {
+        while pending.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        pending.abort_all();
+    }
+}
+
+fn find<'a>(rows: &'a [Row], case: &str, client: &str) -> Option<&'a Row> {
+    rows.iter().find(|r| r.case == case && r.client == client)
+}
+
+fn ratio(value: Option<f64>, target: &str, ok: impl Fn(f64) -> bool, meaning: &str) -> Ratio {
+    Ratio {
+        value,
+        target: target.to_owned(),
+        pass: value.map(ok),
+        meaning: meaning.to_owned(),
+    }
+}
+
+/// The targets of issue 7, computed from the rows (reported, never asserted).
+pub fn ratios(rows: &[Row], node_timeout: Duration) -> BTreeMap<String, Ratio> {
+    let p50 = |case: &str, client: &str| find(rows, case, client).and_then(|r| r.p50_us);
+    let p99 = |case: &str, client: &str| find(rows, case, client).and_then(|r| r.p99_us);
+    let ops = |case: &str, client: &str| find(rows, case, client).and_then(|r| r.ops_per_s);
+    let div = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+        _ => None,
+    };
+    let ours = p50("healthy", "ours");
+    let mut m = BTreeMap::new();
+    m.insert(
+        "healthy_p50_ours_over_floor".into(),
+        ratio(
+            div(ours, p50("healthy", "floor-1-node")),
+            "<= 1.5",
+            |v| v <= 1.5,
+            "acquire+release p50, ours / one-node floor",
+        ),
+    );
+    m.insert(
+        "healthy_p50_sequential_over_ours".into(),
+        ratio(
+            div(p50("healthy", "redlock-2.0-seq"), ours),
+            ">= 3",
+            |v| v >= 3.0,
+            "redlock 2.0 p50 / ours (how much faster we are)",
+        ),
+    );
+    m.insert(
+        "healthy_p50_ours_over_rslock".into(),
+        ratio(
+            div(ours, p50("healthy", "rslock-0.10")),
+            "<= 1.0",
+            |v| v <= 1.0,
+            "acquire+release p50, ours / rslock",
+        ),
+    );
+    m.insert(
+        "slow_acquire_p50_over_healthy".into(),
+        ratio(
+            div(
+                p50("slow-node/acquire", "ours"),
+                p50("healthy/acquire", "ours"),
+            ),
+            "<= 1.2",
+            |v| v <= 1.2,
+            "our acquire p50 with one +50 ms node / healthy acquire p50",
+        ),
+    );
+    m.insert(
+        "frozen_acquire_p99_over_node_timeout".into(),
+        ratio(
+            div(
+                p99("frozen-node/acquire", "ours"),
+                Some(node_timeout.as_secs_f64() * 1e6),
+            ),
+            "<= 1.0",
+            |v| v <= 1.0,
+            "our acquire p99 with one node frozen / our per-node deadline",
+        ),
+    );
+    m.insert(
+        "handoff_p50_ms".into(),
+        ratio(
+            p50("hand-off", "ours").map(|v| v / 1000.0),
+            "<= 1 ms",
+            |v| v <= 1.0,
+            "release -> waiting acquire, ours (ms)",
+        ),
+    );
+    m.insert(
+        "throughput_ours_over_ceiling".into(),
+        ratio(
+            div(
+                ops("throughput", "ours"),
+                ops("throughput", "redis-bench-ceil"),
+            ),
+            ">= 0.5",
+            |v| v >= 0.5,
+            "lock ops/s, ours / redis-benchmark ceiling",
+        ),
+    );
+    m
+}

@@ -1,0 +1,66 @@
+//! Plain-text rendering of a [`BenchReport`]: the rows, then the ratios with pass/miss.
+
+use std::fmt::Write as _;
+
+use super::BenchReport;
+
+fn us(v: Option<f64>) -> String {
+    match v {
+        None => "-".into(),
+        Some(v) if v >= 10_000.0 => format!("{:.1}ms", v / 1000.0),
+        Some(v) => format!("{v:.0}µs"),
+    }
+}
+
+/// The table as printed by `chaos bench`.
+pub fn render(r: &BenchReport) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "chaos bench — {} — {} (appendfsync {}) — {} cpus — {}{}",
+        r.date,
+        r.machine.server,
+        r.machine.appendfsync.as_str(),
+        r.machine.cpus,
+        r.machine.cpu_model,
+        if r.machine.quick { " — quick" } else { "" }
+    );
+    let _ = writeln!(
+        s,
+        "{:<22} {:<16} {:>9} {:>9} {:>10} {:>7} {:>5} {:>4}  note",
+        "case", "client", "p50", "p99", "ops/s", "samples", "t/o", "err"
+    );
+    for row in &r.cases {
+        let _ = writeln!(
+            s,
+            "{:<22} {:<16} {:>9} {:>9} {:>10} {:>7} {:>5} {:>4}  {}",
+            row.case,
+            row.client,
+            us(row.p50_us),
+            us(row.p99_us),
+            row.ops_per_s.map_or("-".into(), |o| format!("{o:.0}")),
+            row.samples,
+            row.timeouts,
+            row.errors,
+            row.note.as_deref().unwrap_or("")
+        );
+    }
+    let _ = writeln!(s, "\nratios (targets are reported, not asserted):");
+    for (name, ratio) in &r.ratios {
+        let verdict = match ratio.pass {
+            Some(true) => "pass",
+            Some(false) => "MISS",
+            None => "n/a",
+        };
+        let value = ratio.value.map_or("-".into(), |v| format!("{v:.3}"));
+        let _ = writeln!(
+            s,
+            "  {name:<34} {value:>8}  target {:<10} {verdict}  {}",
+            ratio.target, ratio.meaning
+        );
+    }
+    for note in &r.notes {
+        let _ = writeln!(s, "note: {note}");
+    }
+    s
+}

@@ -1,0 +1,100 @@
+//! `chaos bench --quick --json`: the JSON has the promised shape and every client produced
+//! samples. No speed is asserted (the machine is shared).
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+#[test]
+fn quick_bench_writes_a_complete_report() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let json = dir.path().join("bench.json");
+    let started = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_chaos"))
+        .args(["bench", "--quick", "--json"])
+        .arg(&json)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run chaos bench");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "chaos bench failed: {}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Generous: --quick aims at well under a minute on a quiet machine.
+    assert!(
+        started.elapsed() < Duration::from_secs(240),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert!(stdout.contains("ratios"), "{stdout}");
+
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).expect("read json"))
+        .expect("valid JSON");
+    let cases = report["cases"].as_array().expect("cases array");
+    for row in cases {
+        for field in ["case", "client"] {
+            assert!(row[field].is_string(), "{field} in {row}");
+        }
+        for field in ["p50_us", "p99_us", "ops_per_s"] {
+            assert!(
+                row[field].is_number() || row[field].is_null(),
+                "{field} in {row}"
+            );
+        }
+        assert!(row["timeouts"].is_u64(), "timeouts in {row}");
+    }
+    assert!(report["ratios"].is_object());
+    assert!(report["machine"]["cpus"].is_u64());
+    assert!(report["date"].as_str().is_some_and(|d| d.len() >= 20));
+
+    let samples = |case: &str, client: &str| {
+        cases
+            .iter()
+            .find(|r| r["case"] == case && r["client"] == client)
+            .and_then(|r| r["samples"].as_u64())
+            .unwrap_or_else(|| panic!("no row {case} / {client}"))
+    };
+    let mut clients = vec!["ours", "ours-fenced", "floor-1-node"];
+    if cfg!(feature = "peers") {
+        clients.extend(["rslock-0.10", "redlock-2.0-seq"]);
+    }
+    for client in &clients {
+        assert!(
+            samples("healthy", client) > 0,
+            "{client}: no healthy samples"
+        );
+        assert!(
+            samples("throughput", client) > 0,
+            "{client}: no throughput samples"
+        );
+        if *client != "floor-1-node" {
+            assert!(
+                samples("slow-node", client) > 0,
+                "{client}: no slow-node samples"
+            );
+            assert!(
+                samples("hand-off", client) > 0,
+                "{client}: no hand-off samples"
+            );
+        }
+    }
+    // Ours has per-node deadlines, so a frozen node never stops it.
+    assert!(samples("frozen-node/acquire", "ours") > 0);
+    let ratios = report["ratios"].as_object().expect("ratios");
+    for name in [
+        "healthy_p50_ours_over_floor",
+        "slow_acquire_p50_over_healthy",
+        "frozen_acquire_p99_over_node_timeout",
+        "handoff_p50_ms",
+    ] {
+        assert!(
+            ratios[name]["value"].is_number(),
+            "{name}: {}",
+            ratios[name]
+        );
+    }
+}
