@@ -12,7 +12,7 @@ use crate::error::{ConfigError, LockError};
 use crate::fence::FenceToken;
 use crate::lease::{Lease, NodeOutcome, NodeReport};
 use crate::node::Node;
-use crate::notify::{self, Notifier};
+use crate::notify::Notifier;
 use crate::quorum::{self, Tally, Until};
 use crate::script;
 use crate::token::Token;
@@ -22,7 +22,7 @@ use crate::validity;
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub(crate) nodes: Vec<Arc<Node>>,
-    notifier: OnceLock<Notifier>,
+    notifier: OnceLock<Arc<Notifier>>,
 }
 
 impl Shared {
@@ -184,8 +184,8 @@ impl Redlock {
         let started = Instant::now();
         let deadline = started + wait;
         let key = self.key(resource);
-        let mut releases =
-            (self.settings.notify && !wait.is_zero()).then(|| self.notifier().subscribe());
+        let releases =
+            (self.settings.notify && !wait.is_zero()).then(|| self.notifier().watch(&key));
         let mut attempts = 0u32;
         loop {
             attempts = attempts.saturating_add(1);
@@ -207,11 +207,11 @@ impl Redlock {
                 });
             }
             let pause = self.jittered_retry_delay().min(deadline - now);
-            match releases.as_mut() {
-                Some(rx) => {
+            match &releases {
+                Some(watcher) => {
                     tokio::select! {
                         () = tokio::time::sleep(pause) => {}
-                        () = notify::released(rx, &key) => {}
+                        () = watcher.released() => {}
                     }
                 }
                 None => tokio::time::sleep(pause).await,
@@ -224,17 +224,15 @@ impl Redlock {
         self.settings.retry_delay.mul_f64(factor)
     }
 
-    fn notifier(&self) -> &Notifier {
+    fn notifier(&self) -> &Arc<Notifier> {
         self.shared.notifier.get_or_init(|| {
-            Notifier::start(
-                self.shared
-                    .nodes
-                    .iter()
-                    .map(|n| n.client().clone())
-                    .collect(),
-                notify::channel(&self.settings.key_prefix),
-                self.settings.node_timeout,
-            )
+            let clients = self
+                .shared
+                .nodes
+                .iter()
+                .map(|n| n.client().clone())
+                .collect();
+            Arc::new(Notifier::start(clients, self.settings.node_timeout))
         })
     }
 
@@ -366,17 +364,14 @@ impl Redlock {
 
     /// After a failed attempt: remove our key from every node, including those that did
     /// not answer — their SET may still land, and our delete queues behind it on the same
-    /// connection. Runs in the background; the error is returned at once.
+    /// connection. Runs in the background; the error is returned at once. It announces
+    /// nothing: waking the other waiters of a split vote at once would have them collide
+    /// again, while their jittered retries spread them out.
     fn cleanup(&self, key: &Arc<str>, token: &Token) {
         let nodes = self.shared.nodes.clone();
         let (key, token) = (Arc::clone(key), token.clone());
-        let channel = if self.settings.notify {
-            notify::channel(&self.settings.key_prefix)
-        } else {
-            String::new()
-        };
         tokio::spawn(async move {
-            crate::lease::delete_everywhere(&nodes, &key, &token, &channel).await;
+            crate::lease::delete_everywhere(&nodes, &key, &token, false).await;
         });
     }
 }

@@ -261,24 +261,15 @@ impl Lease {
     pub async fn release(mut self) -> ReleaseReport {
         self.done = true;
         let span = tracing::debug_span!("redlock.release", resource = %self.resource);
-        let channel = self.channel();
+        let announce = self.client.settings().notify;
         delete_everywhere(
             &self.client.shared().nodes,
             &self.key,
             &self.token,
-            &channel,
+            announce,
         )
         .instrument(span)
         .await
-    }
-
-    fn channel(&self) -> String {
-        let s = self.client.settings();
-        if s.notify {
-            notify::channel(&s.key_prefix)
-        } else {
-            String::new()
-        }
     }
 
     /// Hands the lease to a background renewer (see [`RenewingLease`]).
@@ -305,27 +296,34 @@ impl Drop for Lease {
             return;
         };
         let nodes = self.client.shared().nodes.clone();
-        let (key, token, channel) = (Arc::clone(&self.key), self.token.clone(), self.channel());
+        let (key, token) = (Arc::clone(&self.key), self.token.clone());
+        let announce = self.client.settings().notify;
         runtime.spawn(async move {
-            delete_everywhere(&nodes, &key, &token, &channel).await;
+            delete_everywhere(&nodes, &key, &token, announce).await;
         });
     }
 }
 
-/// Compare-and-delete on every node, waiting for each up to its deadline.
+/// Compare-and-delete on every node, waiting for each up to its deadline. With `announce`,
+/// each node that deletes our key publishes the same release id to the key's waiters.
 pub(crate) async fn delete_everywhere(
     nodes: &[Arc<Node>],
     key: &Arc<str>,
     token: &Token,
-    channel: &str,
+    announce: bool,
 ) -> ReleaseReport {
-    let channel: Arc<str> = Arc::from(channel);
+    let announce: Arc<(String, String)> = Arc::new(if announce {
+        (notify::channel(key), notify::release_id())
+    } else {
+        (String::new(), String::new())
+    });
     let tally: Tally<i64> = quorum::fan_out(nodes, nodes.len(), Until::All, |node| {
-        let (key, token, channel) = (Arc::clone(key), token.clone(), Arc::clone(&channel));
+        let (key, token, announce) = (Arc::clone(key), token.clone(), Arc::clone(&announce));
         async move {
             let native = node.native_delete();
             node.call(|mut c| async move {
-                delete_one(&mut c, native, &key, &token, &channel)
+                let (channel, release_id) = (&announce.0, &announce.1);
+                delete_one(&mut c, native, &key, &token, channel, release_id)
                     .await
                     .map(Some)
             })
@@ -359,6 +357,7 @@ async fn delete_one(
     key: &str,
     token: &Token,
     channel: &str,
+    release_id: &str,
 ) -> redis::RedisResult<i64> {
     let native_cmd = match native {
         NativeDelete::None => {
@@ -366,6 +365,7 @@ async fn delete_one(
                 .key(key)
                 .arg(token.as_str())
                 .arg(channel)
+                .arg(release_id)
                 .invoke_async(c)
                 .await;
         }
@@ -384,7 +384,7 @@ async fn delete_one(
     if deleted == 1 && !channel.is_empty() {
         let _: i64 = redis::cmd("PUBLISH")
             .arg(channel)
-            .arg(key)
+            .arg(release_id)
             .query_async(c)
             .await?;
     }

@@ -34,14 +34,15 @@ return 0",
     )
 });
 
-/// Compare-and-delete, then wake waiters: 1 released, 0 already gone, −1 held by another.
+/// Compare-and-delete, then announce the release id ARGV[3] on channel ARGV[2] (none when
+/// empty): 1 released, 0 already gone, −1 held by another.
 pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
 local v = redis.call('GET', KEYS[1])
 if v == ARGV[1] then
   redis.call('DEL', KEYS[1])
-  if ARGV[2] ~= '' then redis.call('PUBLISH', ARGV[2], KEYS[1]) end
+  if ARGV[2] ~= '' then redis.call('PUBLISH', ARGV[2], ARGV[3]) end
   return 1
 end
 if v then return -1 end

@@ -454,3 +454,67 @@ async fn empty_resource_is_refused() {
         Err(LockError::EmptyResource)
     ));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_release_wakes_one_waiter_and_subscriptions_end_with_the_wait() {
+    let cluster = Cluster::start(Flavour::Valkey, 3);
+    let redlock = Redlock::builder(cluster.urls())
+        .ttl(Duration::from_secs(10))
+        .retry_delay(Duration::from_secs(20))
+        .build()
+        .expect("valid");
+    let holder = redlock.try_acquire("queue").await.expect("lock");
+    let waiters: Vec<_> = (0..4)
+        .map(|_| {
+            let redlock = redlock.clone();
+            tokio::spawn(async move {
+                let lease = redlock
+                    .acquire("queue", Duration::from_secs(30))
+                    .await
+                    .expect("acquired in turn");
+                let attempts = lease.attempts();
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                lease.release().await;
+                attempts
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let numsub = |i: usize| -> i64 {
+        let (_, n): (String, i64) = redis::cmd("PUBSUB")
+            .arg("NUMSUB")
+            .arg("__redlock__:released:queue")
+            .query(&mut cluster.servers[i].admin())
+            .expect("PUBSUB NUMSUB");
+        n
+    };
+    assert_eq!(
+        (0..3).map(numsub).collect::<Vec<_>>(),
+        vec![1, 1, 1],
+        "one subscription per node"
+    );
+
+    let started = Instant::now();
+    holder.release().await;
+    let mut attempts = Vec::new();
+    for w in waiters {
+        attempts.push(w.await.expect("waiter"));
+    }
+    // Polling alone would need 10–30 s per waiter here.
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    // Each waiter failed once, then was woken when its turn came; at most one extra try per
+    // node's subscription confirmation. A stampede (every waiter retrying on every release)
+    // would take 2 + 3 + 4 + 5 = 14 attempts.
+    let total: u32 = attempts.iter().sum();
+    assert!(total <= 4 * 2 + 3, "{attempts:?}");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        (0..3).map(numsub).collect::<Vec<_>>(),
+        vec![0, 0, 0],
+        "unsubscribed after the wait"
+    );
+}
