@@ -77,11 +77,11 @@ impl Registry {
     /// Wakes one waiter of `channel` for a release not heard before.
     fn announce(&self, channel: &str, release: String) {
         let mut watched = self.lock();
-        if let Some(w) = watched.get_mut(channel) {
-            if w.last_release.as_deref() != Some(release.as_str()) {
-                w.last_release = Some(release);
-                w.notify.notify_one();
-            }
+        if let Some(w) = watched.get_mut(channel)
+            && w.last_release.as_deref() != Some(release.as_str())
+        {
+            w.last_release = Some(release);
+            w.notify.notify_one();
         }
     }
 }
