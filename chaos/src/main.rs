@@ -8,6 +8,8 @@
 //! - `chaos fencing-table`: the fenced counter at every stall rate × mode (see the library's
 //!   `commands::fencing_table`).
 //! - `chaos lock`: acquire once, hold, release, report per node.
+//! - `chaos run`: every scenario end to end with verdicts (see the library's `run`).
+//! - `chaos worker` (hidden): one worker process of `chaos run`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -21,6 +23,8 @@ use redlock_chaos::cluster::{
 };
 use redlock_chaos::commands::fencing_table::{self, FencingTableArgs};
 use redlock_chaos::commands::lock::{self, LockArgs};
+use redlock_chaos::commands::run::{self as run_cmd, RunArgs};
+use redlock_chaos::run::worker_proc::{self, WorkerArgs};
 
 #[derive(Debug, Parser)]
 #[command(name = "chaos", about = "Chaos rig for fenced-redlock")]
@@ -47,6 +51,11 @@ enum Command {
     FencingTable(FencingTableArgs),
     /// Acquire a lock once, hold it, release it, and report what each node said.
     Lock(LockArgs),
+    /// Run every scenario (or some) end to end: faults, three fenced-counter modes, verdicts.
+    Run(RunArgs),
+    /// One worker process of `chaos run` (internal).
+    #[command(hide = true)]
+    Worker(WorkerArgs),
 }
 
 #[derive(Debug, Args)]
@@ -102,6 +111,8 @@ async fn main() -> ExitCode {
         }
         Command::Up(args) => up(args).await.map_err(Into::into),
         Command::Down(args) => down(args).await.map_err(Into::into),
+        Command::Run(args) => return ExitCode::from(run_cmd::run(args).await),
+        Command::Worker(args) => return ExitCode::from(worker_proc::serve(args).await),
         Command::Scenarios => {
             for s in redlock_chaos::scenario::SCENARIOS {
                 println!(
