@@ -97,14 +97,21 @@ struct DownArgs {
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // `chaos run` prints its own progress; the proxy's per-connection warnings (expected
+    // while nodes are killed) and the nemesis's info lines would drown it.
+    let default_filter = match cli.command {
+        Command::Run(_) => "warn,redlock_chaos::proxy=error,redlock_chaos::run=info",
+        Command::Worker(_) => "warn",
+        _ => "info",
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter)),
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
     let result: Result<(), Box<dyn std::error::Error>> = match cli.command {
         Command::Toxiproxy { listen } => {
             redlock_chaos::proxy::run(listen).await.map_err(Into::into)
