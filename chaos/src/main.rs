@@ -129,6 +129,7 @@ async fn main() -> ExitCode {
                     s.expectation.describe()
                 );
             }
+            println!("\n{}", redlock_chaos::run::verdict::RULES);
             Ok(())
         }
         Command::FencingTable(args) => {

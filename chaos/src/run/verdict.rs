@@ -28,6 +28,14 @@ use std::collections::BTreeMap;
 use crate::report::{ModeReport, Outcome, Verdict};
 use crate::scenario::Expectation;
 
+/// The rules, as `chaos scenarios` prints them under the list.
+pub const RULES: &str = "\
+verdicts (chaos run; none, write_only and claim_first run at once in every scenario):
+  safe and available               every mode: 0 exclusion violations, lost 0, sections > 0
+  unavailable while it lasts, safe every mode: 0 exclusion violations, lost 0, acquires failed on unreachable nodes > 0
+  violations possible, claim-first claim_first lost 0; violations and none/write_only losses are reported, not failed
+  any: a worker or fault that failed, a fault left unhealed, an interruption -> unknown (exit 2)";
+
 /// The claim-first mode's key in [`ModeReport`] maps.
 const CLAIM_FIRST: &str = "claim_first";
 
