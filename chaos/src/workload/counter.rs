@@ -300,8 +300,11 @@ async fn worker(
                 .random_bool(ctx.cfg.stall_rate)
                 .then(|| ctx.cfg.timing.stall.sample(&mut rng));
             let fence = lease.fence();
+            // Set when the stall step runs: a claim refused before it never stalls.
+            let stalled = std::sync::atomic::AtomicBool::new(false);
             let stall_step = async {
                 if let Some(length) = stall {
+                    stalled.store(true, Ordering::Relaxed);
                     ctx.cfg.stall.stall(length).await;
                 }
                 true
@@ -321,8 +324,7 @@ async fn worker(
             // The report is not needed: a key we could not delete expires with the TTL.
             let _ = lease.release().await;
             let outcome = outcome?;
-            // A claim refused before the stall never stalled.
-            stats.stalls += u64::from(stall.is_some() && outcome != SectionOutcome::Rejected);
+            stats.stalls += u64::from(stalled.load(Ordering::Relaxed));
             if outcome == SectionOutcome::Accepted {
                 break;
             }
