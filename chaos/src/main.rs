@@ -10,6 +10,8 @@
 //! - `chaos lock`: acquire once, hold, release, report per node.
 //! - `chaos report DIR`: re-render `report.html` and `junit.xml` from `DIR/report.json`.
 //! - `chaos bench`: our client beside the Rust peers on one local cluster, as ratios.
+//! - `chaos run`: every scenario end to end with verdicts (see the library's `run`).
+//! - `chaos worker` (hidden): one worker process of `chaos run`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -23,6 +25,8 @@ use redlock_chaos::cluster::{
 };
 use redlock_chaos::commands::fencing_table::{self, FencingTableArgs};
 use redlock_chaos::commands::lock::{self, LockArgs};
+use redlock_chaos::commands::run::{self as run_cmd, RunArgs};
+use redlock_chaos::run::worker_proc::{self, WorkerArgs};
 
 #[derive(Debug, Parser)]
 #[command(name = "chaos", about = "Chaos rig for fenced-redlock")]
@@ -53,6 +57,11 @@ enum Command {
     Report(ReportArgs),
     /// Benchmark our client against rslock, redlock 2.0 and a one-node floor.
     Bench(BenchArgs),
+    /// Run every scenario (or some) end to end: faults, three fenced-counter modes, verdicts.
+    Run(RunArgs),
+    /// One worker process of `chaos run` (internal).
+    #[command(hide = true)]
+    Worker(WorkerArgs),
 }
 
 #[derive(Debug, Args)]
@@ -138,20 +147,29 @@ async fn bench(args: BenchArgs) -> Result<(), redlock_chaos::bench::BenchError> 
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // `chaos run` prints its own progress; the proxy's per-connection warnings (expected
+    // while nodes are killed) and the nemesis's info lines would drown it.
+    let default_filter = match cli.command {
+        Command::Run(_) => "warn,redlock_chaos::proxy=error,redlock_chaos::run=info",
+        Command::Worker(_) => "warn",
+        _ => "info",
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter)),
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
     let result: Result<(), Box<dyn std::error::Error>> = match cli.command {
         Command::Toxiproxy { listen } => {
             redlock_chaos::proxy::run(listen).await.map_err(Into::into)
         }
         Command::Up(args) => up(args).await.map_err(Into::into),
         Command::Down(args) => down(args).await.map_err(Into::into),
+        Command::Run(args) => return ExitCode::from(run_cmd::run(args).await),
+        Command::Worker(args) => return ExitCode::from(worker_proc::serve(args).await),
         Command::Scenarios => {
             for s in redlock_chaos::scenario::SCENARIOS {
                 println!(
@@ -161,6 +179,7 @@ async fn main() -> ExitCode {
                     s.expectation.describe()
                 );
             }
+            println!("\n{}", redlock_chaos::run::verdict::RULES);
             Ok(())
         }
         Command::FencingTable(args) => {

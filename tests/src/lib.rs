@@ -1,1 +1,172 @@
 //! Shared helpers for the end-to-end tests.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use redlock_chaos::report::{ChaosReport, Outcome};
+
+/// Whether a Docker engine answers; panics when it does not and `CI=true` (the docker
+/// tests must run in CI), else prints why the test is skipped.
+pub async fn engine_or_skip(test: &str) -> bool {
+    if redlock_chaos::cluster::docker::engine_available().await {
+        return true;
+    }
+    if std::env::var("CI").as_deref() == Ok("true") {
+        panic!("{test}: no Docker engine answers and CI=true; the docker tests must run in CI");
+    }
+    println!("SKIPPED {test}: no Docker engine answers (set CI=true to make this a failure)");
+    false
+}
+
+/// The workspace's `chaos` binary (built by `cargo nextest run --workspace` / `cargo test
+/// --workspace` with the rest); `$CHAOS_BIN` overrides.
+pub fn chaos_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("CHAOS_BIN") {
+        return PathBuf::from(p);
+    }
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(PathBuf::from)
+        .unwrap_or_default();
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    let p = target.join("debug").join("chaos");
+    assert!(
+        p.is_file(),
+        "{} missing: run `cargo build -p redlock-chaos` (or the whole workspace) first",
+        p.display()
+    );
+    p
+}
+
+/// Asserts every scenario passed, printing every verdict's reasons otherwise.
+pub fn assert_all_pass(report: &ChaosReport) {
+    let failed: Vec<String> = report
+        .scenarios
+        .iter()
+        .filter(|s| s.verdict.outcome != Outcome::Pass)
+        .map(|s| {
+            format!(
+                "{} {:?}: {:#?}",
+                s.name, s.verdict.outcome, s.verdict.reasons
+            )
+        })
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "verdicts not met:\n{}",
+        failed.join("\n")
+    );
+    assert_eq!(report.verdict, Outcome::Pass);
+}
+
+/// Checks the report.json written for `report` has the documented shape.
+pub fn assert_report_shape(json: &str, scenarios: usize) {
+    let v: serde_json::Value =
+        serde_json::from_str(json).unwrap_or_else(|e| panic!("bad JSON ({e}): {json}"));
+    for k in [
+        "schema",
+        "run_id",
+        "seed",
+        "backend",
+        "flavour",
+        "server_version",
+        "nodes",
+        "started_at",
+        "command",
+        "scenarios",
+        "verdict",
+    ] {
+        assert!(v.get(k).is_some(), "report lacks {k}");
+    }
+    let list = v
+        .get("scenarios")
+        .and_then(|s| s.as_array())
+        .expect("scenarios array");
+    assert_eq!(list.len(), scenarios);
+    for s in list {
+        for k in [
+            "name",
+            "about",
+            "expected",
+            "seed",
+            "duration_ms",
+            "faults",
+            "modes",
+            "verdict",
+            "timeline",
+        ] {
+            assert!(s.get(k).is_some(), "scenario lacks {k}");
+        }
+        let modes = s.get("modes").and_then(|m| m.as_object()).expect("modes");
+        assert_eq!(modes.len(), 3, "{s:?}");
+        for m in modes.values() {
+            for k in [
+                "sections",
+                "lost",
+                "rejected",
+                "exclusion_violations",
+                "acquire_attempts",
+                "acquire_failures",
+                "acquire_p50_us",
+                "acquire_p99_us",
+            ] {
+                assert!(m.get(k).is_some(), "mode lacks {k}");
+            }
+        }
+        let faults = s.get("faults").and_then(|f| f.as_array()).expect("faults");
+        assert!(
+            !faults.is_empty(),
+            "no faults applied in {:?}",
+            s.get("name")
+        );
+        for f in faults {
+            assert!(
+                f.get("end_ms").is_some_and(|e| !e.is_null()),
+                "unhealed fault {f:?}"
+            );
+        }
+    }
+}
+
+/// Processes whose command line mentions `needle` (other than this test process).
+pub fn processes_mentioning(needle: &str) -> Vec<String> {
+    let me = std::process::id().to_string();
+    let mut out = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in dir.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !name.bytes().all(|b| b.is_ascii_digit()) || name == me {
+            continue;
+        }
+        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+        // Zombies hold nothing.
+        if stat
+            .rsplit_once(')')
+            .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+        {
+            continue;
+        }
+        let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        if cmd.contains(needle) {
+            out.push(format!("{name}: {cmd}"));
+        }
+    }
+    out
+}
+
+/// Polls `f` until it returns true or `within` passes.
+pub fn eventually(within: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < within {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    f()
+}

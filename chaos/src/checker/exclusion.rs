@@ -46,6 +46,30 @@ pub fn exclusion_violations(windows: &[Window]) -> u64 {
     pairs
 }
 
+/// The overlapping pairs themselves, as `(earlier index, later index, overlap)` into
+/// `windows`, at most `limit` of them (the count is [`exclusion_violations`]). Same sweep,
+/// keeping indices; for drawing the violations on a timeline.
+pub fn overlapping_pairs(windows: &[Window], limit: usize) -> Vec<(usize, usize, Window)> {
+    let mut order: Vec<usize> = (0..windows.len())
+        .filter(|&i| !windows[i].is_empty())
+        .collect();
+    order.sort_by_key(|&i| windows[i].start);
+    let mut open: Vec<usize> = Vec::new();
+    let mut out = Vec::new();
+    for i in order {
+        let w = windows[i];
+        open.retain(|&j| windows[j].end > w.start);
+        for &j in &open {
+            if out.len() >= limit {
+                return out;
+            }
+            out.push((j, i, Window::new(w.start, windows[j].end.min(w.end))));
+        }
+        open.push(i);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -79,6 +103,16 @@ mod tests {
         assert_eq!(exclusion_violations(&[w(0, 10), w(5, 5), w(8, 3)]), 0);
     }
 
+    #[test]
+    fn pairs_name_the_overlap() {
+        let p = overlapping_pairs(&[w(0, 10), w(20, 30), w(5, 25)], 10);
+        assert_eq!(p, vec![(0, 2, w(5, 10)), (2, 1, w(20, 25))]);
+        assert_eq!(
+            overlapping_pairs(&[w(0, 10), w(0, 10), w(0, 10)], 2).len(),
+            2
+        );
+    }
+
     proptest! {
         #[test]
         fn sweep_matches_all_pairs(
@@ -86,6 +120,7 @@ mod tests {
         ) {
             let windows: Vec<Window> = raw.iter().map(|(s, len)| w(*s, s + len)).collect();
             prop_assert_eq!(exclusion_violations(&windows), reference(&windows));
+            prop_assert_eq!(overlapping_pairs(&windows, usize::MAX).len() as u64, reference(&windows));
         }
 
         #[test]

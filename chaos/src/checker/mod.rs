@@ -6,5 +6,5 @@
 pub mod exclusion;
 pub mod report;
 
-pub use exclusion::{Window, exclusion_violations};
+pub use exclusion::{Window, exclusion_violations, overlapping_pairs};
 pub use report::{RunReport, Summary, lost};

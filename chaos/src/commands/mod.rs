@@ -3,9 +3,11 @@
 //!
 //! - [`fencing_table`]: `chaos fencing-table`, the stall rate × mode table.
 //! - [`lock`]: `chaos lock`, acquire–hold–release once and report per node.
+//! - [`run`]: `chaos run`, every scenario end to end with verdicts.
 
 pub mod fencing_table;
 pub mod lock;
+pub mod run;
 
 use std::time::Duration;
 

@@ -13,15 +13,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use fenced_redlock::pg::{Claim, CounterTable, PgError};
+use fenced_redlock::pg::{CounterTable, PgError};
 use fenced_redlock::{ConfigError, FenceToken, LockError, Redlock};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio::time::Instant;
 use tokio_postgres::Client;
-use tokio_postgres::types::Type;
 
 use super::mode::{Mode, Timing};
+use super::section::{SectionError, SectionOutcome, SectionSpec, run_section};
 use super::stall::Stall;
 use crate::checker::{self, RunReport, Window};
 use crate::pg::{self, PgHarnessError};
@@ -152,8 +152,7 @@ pub enum RunError {
 struct Ctx {
     cfg: CounterConfig,
     lock: Redlock,
-    table: CounterTable,
-    unfenced_write: String,
+    spec: SectionSpec,
     t0: Instant,
     deadline: Instant,
     reserved: AtomicU64,
@@ -196,11 +195,10 @@ pub async fn run_counter(cfg: CounterConfig) -> Result<RunOutcome, RunError> {
 
     let t0 = Instant::now();
     let ctx = Arc::new(Ctx {
-        unfenced_write: format!("UPDATE {} SET value = $1 WHERE id = $2", table.name()),
         deadline: t0 + cfg.run_timeout,
+        spec: SectionSpec::new(table, cfg.mode, cfg.row, cfg.timing.work),
         cfg,
         lock,
-        table,
         t0,
         reserved: AtomicU64::new(0),
     });
@@ -235,6 +233,7 @@ pub async fn run_counter(cfg: CounterConfig) -> Result<RunOutcome, RunError> {
     }
     let elapsed = t0.elapsed();
     let final_value = ctx
+        .spec
         .table
         .read(&admin, ctx.cfg.row)
         .await
@@ -301,21 +300,32 @@ async fn worker(
                 .random_bool(ctx.cfg.stall_rate)
                 .then(|| ctx.cfg.timing.stall.sample(&mut rng));
             let fence = lease.fence();
-            let outcome = section(&ctx, id, &client, fence, stall).await;
+            // Set when the stall step runs: a claim refused before it never stalls.
+            let stalled = std::sync::atomic::AtomicBool::new(false);
+            let stall_step = async {
+                if let Some(length) = stall {
+                    stalled.store(true, Ordering::Relaxed);
+                    ctx.cfg.stall.stall(length).await;
+                }
+                true
+            };
+            let outcome = run_section(&ctx.spec, &client, fence, stall_step)
+                .await
+                .map_err(section_err(id));
             let released_at = ctx.offset(Instant::now());
             stats.grants.push(Grant {
                 worker: id,
                 fence,
                 acquired_at: ctx.offset(lease.acquired_at()),
-                granted_at: ctx.offset(lease.acquired_at() + lease.elapsed()),
+                granted_at: ctx.offset(lease.granted_at()),
                 valid_until: ctx.offset(lease.valid_until()),
                 released_at,
             });
             // The report is not needed: a key we could not delete expires with the TTL.
             let _ = lease.release().await;
-            let Section { stalled, accepted } = outcome?;
-            stats.stalls += u64::from(stalled);
-            if accepted {
+            let outcome = outcome?;
+            stats.stalls += u64::from(stalled.load(Ordering::Relaxed));
+            if outcome == SectionOutcome::Accepted {
                 break;
             }
             stats.rejected += 1;
@@ -351,82 +361,13 @@ async fn acquire(ctx: &Ctx, worker: usize) -> Result<fenced_redlock::Lease, RunE
     }
 }
 
-struct Section {
-    stalled: bool,
-    accepted: bool,
-}
-
-async fn section(
-    ctx: &Ctx,
-    worker: usize,
-    client: &Client,
-    fence: Option<FenceToken>,
-    stall: Option<Duration>,
-) -> Result<Section, RunError> {
-    let pg = |source| RunError::Pg { worker, source };
-    let row = ctx.cfg.row;
-    let fence = match (ctx.cfg.mode, fence) {
-        (Mode::None, _) => FenceToken::new(0),
-        (_, Some(f)) => f,
-        (_, None) => {
-            return Err(RunError::Invalid(
-                "the lock returned no fencing token; fencing must be on".into(),
-            ));
-        }
-    };
-    let value = match ctx.cfg.mode {
-        Mode::None | Mode::WriteOnly => ctx
-            .table
-            .read(client, row)
-            .await
-            .map_err(pg)?
-            .ok_or(RunError::NoRow { row })?,
-        Mode::ClaimFirst => match ctx.table.claim(client, row, fence).await.map_err(pg)? {
-            Claim::Claimed { value } => value,
-            Claim::Rejected => {
-                return Ok(Section {
-                    stalled: false,
-                    accepted: false,
-                });
-            }
-        },
-    };
-    tokio::time::sleep(ctx.cfg.timing.work).await;
-    if let Some(length) = stall {
-        ctx.cfg.stall.stall(length).await;
+/// Maps a section failure to the run's error, naming the worker.
+fn section_err(worker: usize) -> impl Fn(SectionError) -> RunError {
+    move |e| match e {
+        SectionError::Pg(source) => RunError::Pg { worker, source },
+        SectionError::NoRow { row } => RunError::NoRow { row },
+        other => RunError::Invalid(other.to_string()),
     }
-    let next = value.saturating_add(1);
-    let accepted = match ctx.cfg.mode {
-        Mode::None => {
-            let rows = client
-                .execute_typed(
-                    &ctx.unfenced_write,
-                    &[(&next, Type::INT8), (&row, Type::INT4)],
-                )
-                .await
-                .map_err(|e| pg(PgError::Postgres(e)))?;
-            if rows == 0 {
-                return Err(RunError::NoRow { row });
-            }
-            true
-        }
-        Mode::WriteOnly => ctx
-            .table
-            .write_only(client, row, fence, next)
-            .await
-            .map_err(pg)?
-            .is_accepted(),
-        Mode::ClaimFirst => ctx
-            .table
-            .write_claimed(client, row, fence, next)
-            .await
-            .map_err(pg)?
-            .is_accepted(),
-    };
-    Ok(Section {
-        stalled: stall.is_some(),
-        accepted,
-    })
 }
 
 #[cfg(test)]

@@ -1,0 +1,280 @@
+//! The time-bounded fenced counter: one worker of one mode, looping until the scenario's
+//! end, recording everything it does as [`WorkerEvent`]s.
+//!
+//! Unlike [`crate::workload::counter`] (a fixed number of sections, any lock failure fatal),
+//! a chaos worker must live through faults: an acquire that fails — quorum unreachable,
+//! wait timed out — is recorded and retried; only harness faults (PostgreSQL, a lock
+//! setting) end it. Each grant runs one section ([`run_section`], shared with the fencing
+//! table) and is recorded with its holding window `[granted_at, min(release, valid_until)]`.
+//!
+//! Before writing, a worker checks that its lease is still valid and abandons the section
+//! otherwise (the lock crate's advice, "check `is_valid` between steps"): it narrows the
+//! unfenced window to the write itself, so a scheduler hiccup on a busy 2-core machine does
+//! not turn into a lost update the lock is not to blame for. A real pause (SIGSTOP, see
+//! [`super::worker_proc`]) can still land between check and write; fencing must cover that.
+//!
+//! The same loop runs as a task of the runner or as a `chaos worker` process; events carry
+//! times as microseconds since the scenario start on the shared monotonic clock
+//! ([`super::clock`]).
+
+use std::time::Duration;
+
+use fenced_redlock::pg::CounterTable;
+use fenced_redlock::{ConfigError, Lease, LockError, NodeFailureReason, Redlock};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
+use tokio_postgres::Client;
+use tokio_util::sync::CancellationToken;
+
+use super::clock::ScenarioClock;
+use crate::workload::Mode;
+use crate::workload::section::{SectionOutcome, SectionSpec, run_section};
+
+/// Longest single waiting acquire; a worker retries after it (recording the failure).
+pub const DEFAULT_ACQUIRE_WAIT: Duration = Duration::from_secs(1);
+
+/// What one worker runs.
+#[derive(Debug, Clone)]
+pub struct WorkerSpec {
+    /// Index of the worker within its mode.
+    pub worker: usize,
+    /// Write mode.
+    pub mode: Mode,
+    /// Counter row.
+    pub row: i32,
+    /// Lock resource (also the client's key prefix, so modes never contend).
+    pub resource: String,
+    /// Lease TTL.
+    pub ttl: Duration,
+    /// Work inside a section.
+    pub work: Duration,
+    /// Budget of one waiting acquire.
+    pub acquire_wait: Duration,
+    /// Seed of this worker (its start offset).
+    pub seed: u64,
+    /// Stop starting sections at this offset from the scenario start.
+    pub until: Duration,
+}
+
+/// How a grant's section ended (see [`SectionOutcome`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GrantOutcome {
+    /// The increment was written.
+    Accepted,
+    /// The resource refused the claim or write.
+    Rejected,
+    /// Validity ran out before the write; nothing written.
+    Abandoned,
+}
+
+impl From<SectionOutcome> for GrantOutcome {
+    fn from(o: SectionOutcome) -> Self {
+        match o {
+            SectionOutcome::Accepted => GrantOutcome::Accepted,
+            SectionOutcome::Rejected => GrantOutcome::Rejected,
+            SectionOutcome::Abandoned => GrantOutcome::Abandoned,
+        }
+    }
+}
+
+/// One thing a worker did; times are µs since the scenario start. One JSON line each on a
+/// `chaos worker`'s stdout.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum WorkerEvent {
+    /// A waiting acquire ended.
+    Acquire {
+        /// Worker index.
+        worker: usize,
+        /// When it ended.
+        at_us: u64,
+        /// Success: the winning round's time; failure: the whole wait.
+        latency_us: u64,
+        /// Whether it got the lock.
+        ok: bool,
+        /// Quorum rounds it made.
+        rounds: u32,
+        /// Failed because nodes failed or were unreachable (not mere contention).
+        node_fault: bool,
+    },
+    /// A grant and its section.
+    Grant {
+        /// Worker index.
+        worker: usize,
+        /// Fencing token.
+        fence: Option<u64>,
+        /// When the acquire returned.
+        start_us: u64,
+        /// End of holding: release start or end of validity, whichever came first.
+        end_us: u64,
+        /// End of validity.
+        valid_until_us: u64,
+        /// When the section's last statement returned.
+        done_us: u64,
+        /// How the section ended.
+        outcome: GrantOutcome,
+    },
+    /// The worker reached its end cleanly.
+    Done {
+        /// Worker index.
+        worker: usize,
+    },
+    /// The worker stopped on a harness failure.
+    Failed {
+        /// Worker index.
+        worker: usize,
+        /// What failed.
+        message: String,
+    },
+}
+
+/// The lock client a mode's workers use: fencing on, `resource:` as key prefix.
+///
+/// # Errors
+/// [`ConfigError`] for bad URLs or TTL.
+pub fn lock_client(
+    nodes: &[String],
+    ttl: Duration,
+    resource: &str,
+) -> Result<Redlock, ConfigError> {
+    Redlock::builder(nodes)
+        .ttl(ttl)
+        .key_prefix(format!("{resource}:"))
+        .fencing(true)
+        .build()
+}
+
+/// Whether an acquire failure is the nodes' doing (failed, slow, unreachable) rather than
+/// contention alone.
+pub fn is_node_fault(e: &LockError) -> bool {
+    match e {
+        LockError::QuorumNotReached { failures, .. } => failures
+            .iter()
+            .any(|f| matches!(f.reason, NodeFailureReason::Error(_))),
+        LockError::NoValidityLeft { .. } => true,
+        LockError::WaitTimeout { last, .. } => is_node_fault(last),
+        _ => false,
+    }
+}
+
+/// Quorum rounds behind an acquire failure; `None` when the failure is not a countable
+/// acquire failure (a setting or the fencing counter: harness failures).
+fn failed_rounds(e: &LockError) -> Option<u32> {
+    match e {
+        LockError::WaitTimeout { attempts, .. } => Some(*attempts),
+        LockError::QuorumNotReached { .. } | LockError::NoValidityLeft { .. } => Some(1),
+        _ => None,
+    }
+}
+
+fn us(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+/// Runs one worker until `spec.until` (or `stop`), calling `emit` for every event; the
+/// last event is [`WorkerEvent::Done`] or [`WorkerEvent::Failed`]. A section in progress
+/// when `stop` fires is finished, so the counts stay exact.
+pub async fn run_worker(
+    spec: &WorkerSpec,
+    lock: &Redlock,
+    client: &Client,
+    clock: ScenarioClock,
+    stop: &CancellationToken,
+    mut emit: impl FnMut(WorkerEvent),
+) {
+    let worker = spec.worker;
+    let section = SectionSpec::new(CounterTable::default(), spec.mode, spec.row, spec.work);
+    let deadline = clock.instant_at(spec.until);
+    // A small seeded head start, so workers of a mode do not hit the nodes in lockstep.
+    let mut rng = StdRng::seed_from_u64(spec.seed);
+    let head = Duration::from_micros(rng.random_range(0..=20_000));
+    tokio::select! {
+        () = tokio::time::sleep(head) => {}
+        () = stop.cancelled() => {}
+    }
+    // Bounded by the deadline: every pass either acquires (bounded wait) or stops.
+    loop {
+        let now = Instant::now();
+        if stop.is_cancelled() || now + Duration::from_millis(1) >= deadline {
+            break;
+        }
+        let wait = spec.acquire_wait.min(deadline - now);
+        let started = Instant::now();
+        let result = tokio::select! {
+            r = lock.acquire(&spec.resource, wait) => r,
+            () = stop.cancelled() => break,
+        };
+        match result {
+            Ok(lease) => {
+                emit(WorkerEvent::Acquire {
+                    worker,
+                    at_us: clock.us(Instant::now()),
+                    latency_us: us(lease.elapsed()),
+                    ok: true,
+                    rounds: lease.attempts(),
+                    node_fault: false,
+                });
+                if let Err(message) = hold(&section, lease, client, clock, worker, &mut emit).await
+                {
+                    emit(WorkerEvent::Failed { worker, message });
+                    return;
+                }
+            }
+            Err(e) => match failed_rounds(&e) {
+                Some(rounds) => emit(WorkerEvent::Acquire {
+                    worker,
+                    at_us: clock.us(Instant::now()),
+                    latency_us: us(started.elapsed()),
+                    ok: false,
+                    rounds,
+                    node_fault: is_node_fault(&e),
+                }),
+                None => {
+                    emit(WorkerEvent::Failed {
+                        worker,
+                        message: format!("acquire: {e}"),
+                    });
+                    return;
+                }
+            },
+        }
+    }
+    emit(WorkerEvent::Done { worker });
+}
+
+/// Runs the section under `lease`, records the grant, releases.
+async fn hold(
+    section: &SectionSpec,
+    lease: Lease,
+    client: &Client,
+    clock: ScenarioClock,
+    worker: usize,
+    emit: &mut impl FnMut(WorkerEvent),
+) -> Result<(), String> {
+    let valid_until = lease.valid_until();
+    let still_valid = async move { Instant::now() < valid_until };
+    let outcome = run_section(section, client, lease.fence(), still_valid).await;
+    let done = Instant::now();
+    let event_outcome = match &outcome {
+        Ok(o) => GrantOutcome::from(*o),
+        // The write may or may not have landed: the run is a harness failure anyway.
+        Err(_) => GrantOutcome::Abandoned,
+    };
+    emit(WorkerEvent::Grant {
+        worker,
+        fence: lease.fence().map(|f| f.get()),
+        start_us: clock.us(lease.granted_at()),
+        end_us: clock.us(done.min(valid_until)),
+        valid_until_us: clock.us(valid_until),
+        done_us: clock.us(done),
+        outcome: event_outcome,
+    });
+    // Not needed: keys we could not delete expire with the TTL.
+    let _ = lease.release().await;
+    outcome
+        .map(drop)
+        .map_err(|e| format!("section on row {}: {e}", section.row))
+}

@@ -1,0 +1,287 @@
+//! `chaos run`: every scenario end to end, with verdicts.
+//!
+//! # Map
+//! - this file: [`RunConfig`], and [`run`] / [`run_until`]: ONE cluster (with the proxy
+//!   layer) and ONE PostgreSQL for the whole run, each scenario played on them in turn,
+//!   torn down on every exit path (return, error, cancellation; drop guards on panic).
+//! - [`suite`]: the default suite, `--scenario` selection, per-scenario seeds.
+//! - [`play`]: one scenario — reset the cluster, start 3 modes × W workers, play the
+//!   schedule with the nemesis, sample the counters, build the [`ScenarioReport`].
+//! - [`chaos_workload`]: the time-bounded fenced counter worker and its [`WorkerEvent`]s.
+//! - [`worker_proc`]: workers as `chaos worker` processes; client stalls as SIGSTOP.
+//! - [`clock`]: the run's one clock (`CLOCK_MONOTONIC`) across processes.
+//! - [`record`]: events → [`ModeReport`] and timeline.
+//! - [`verdict`]: expectation × mode reports → [`Verdict`].
+//! - [`table`]: the text table `chaos run` prints.
+//!
+//! [`WorkerEvent`]: chaos_workload::WorkerEvent
+//! [`ModeReport`]: crate::report::ModeReport
+//! [`Verdict`]: crate::report::Verdict
+
+pub mod chaos_workload;
+pub mod clock;
+pub mod play;
+pub mod record;
+pub mod suite;
+pub mod table;
+pub mod verdict;
+pub mod worker_proc;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use fenced_redlock::pg::CounterTable;
+use tokio_util::sync::CancellationToken;
+
+use crate::cluster::{
+    AnyCluster, BackendKind, Cluster, ClusterSpec, DEFAULT_NODES, Flavour, NodeId, ProxyPlan,
+};
+use crate::pg::Pg;
+use crate::report::observer::RunObserver;
+use crate::report::{ChaosReport, Outcome, ScenarioReport, Verdict};
+use crate::scenario::Scenario;
+
+/// Version of `report.json` this runner writes.
+pub const SCHEMA: u32 = 1;
+/// Default workers per mode (3 modes × 4 = 12 on a 2-core machine).
+pub const DEFAULT_WORKERS: usize = 4;
+/// Default lease TTL.
+pub const DEFAULT_TTL: Duration = Duration::from_millis(200);
+/// Work inside each critical section.
+pub const DEFAULT_WORK: Duration = Duration::from_millis(5);
+
+/// Settings of one `chaos run`.
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    /// Backend; `None`: docker when an engine answers, else local.
+    pub backend: Option<BackendKind>,
+    /// Scenarios in order (see [`suite::select`]).
+    pub scenarios: Vec<&'static Scenario>,
+    /// Length of each scenario.
+    pub duration: Duration,
+    /// Seed of everything random (schedules, worker start offsets).
+    pub seed: u64,
+    /// Server implementation.
+    pub flavour: Flavour,
+    /// Number of primaries.
+    pub nodes: usize,
+    /// Workers per mode.
+    pub workers: usize,
+    /// Lease TTL.
+    pub ttl: Duration,
+    /// Work per section.
+    pub work: Duration,
+    /// Existing PostgreSQL; `None`: a private one.
+    pub pg_url: Option<String>,
+    /// Run id (docker label value); `None`: a fresh random one, so a run never collides
+    /// with a cluster left by `chaos up` or another run.
+    pub run_id: Option<String>,
+    /// The `chaos` binary, for worker processes and the docker proxy container; `None`:
+    /// [`crate::cluster::binaries::locate_chaos`].
+    pub chaos_bin: Option<PathBuf>,
+    /// The command line, recorded in the report.
+    pub command: String,
+}
+
+impl RunConfig {
+    /// The default suite's settings with `seed`.
+    pub fn new(scenarios: Vec<&'static Scenario>, seed: u64) -> Self {
+        RunConfig {
+            backend: None,
+            scenarios,
+            duration: suite::DEFAULT_DURATION,
+            seed,
+            flavour: Flavour::Valkey,
+            nodes: DEFAULT_NODES,
+            workers: DEFAULT_WORKERS,
+            ttl: DEFAULT_TTL,
+            work: DEFAULT_WORK,
+            pg_url: None,
+            run_id: None,
+            chaos_bin: None,
+            command: String::new(),
+        }
+    }
+}
+
+/// What every scenario of a run shares.
+#[derive(Debug)]
+pub(crate) struct Env {
+    pub(crate) cfg: RunConfig,
+    pub(crate) cluster: Arc<AnyCluster>,
+    pub(crate) worker_urls: Vec<String>,
+    pub(crate) pg_dsn: String,
+    pub(crate) admin: tokio_postgres::Client,
+    pub(crate) chaos_bin: Option<PathBuf>,
+    pub(crate) run_id: String,
+    /// First counter row of this run (rows differ between runs sharing a database).
+    pub(crate) row_base: i32,
+}
+
+/// Runs `cfg` to the end. See [`run_until`].
+pub async fn run(cfg: RunConfig, observer: &dyn RunObserver) -> ChaosReport {
+    run_until(cfg, observer, CancellationToken::new()).await
+}
+
+/// Runs `cfg` until done or `stop` is cancelled (Ctrl-C): the scenario in progress is
+/// stopped (nemesis healed, workers stopped), the rest skipped, and its verdict is
+/// [`Outcome::Unknown`]. Never fails: a harness failure becomes `Unknown` verdicts whose
+/// reasons say what went wrong. The cluster and PostgreSQL are always removed.
+pub async fn run_until(
+    cfg: RunConfig,
+    observer: &dyn RunObserver,
+    stop: CancellationToken,
+) -> ChaosReport {
+    let run_id = cfg
+        .run_id
+        .clone()
+        .unwrap_or_else(|| format!("run-{:08x}", rand::random::<u32>()));
+    let backend = match cfg.backend {
+        Some(b) => b,
+        None => BackendKind::detect().await,
+    };
+    let mut report = ChaosReport {
+        schema: SCHEMA,
+        run_id: run_id.clone(),
+        seed: cfg.seed,
+        backend: match backend {
+            BackendKind::Docker => "docker",
+            BackendKind::Local => "local",
+        }
+        .into(),
+        flavour: cfg.flavour.name().into(),
+        server_version: String::new(),
+        nodes: cfg.nodes,
+        started_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+        command: cfg.command.clone(),
+        scenarios: Vec::new(),
+        verdict: Outcome::Pass,
+    };
+    tracing::info!(
+        run_id,
+        backend = report.backend,
+        seed = cfg.seed,
+        "chaos run starting"
+    );
+    match setup(&cfg, backend, &run_id, &stop).await {
+        Ok((env, pg)) => {
+            report.server_version = env.cluster.server_version().to_owned();
+            let total = cfg.scenarios.len();
+            for (index, scenario) in cfg.scenarios.iter().enumerate() {
+                if stop.is_cancelled() {
+                    break;
+                }
+                let r = play::play(&env, scenario, index, total, observer, &stop).await;
+                observer.scenario_finished(&r);
+                report.scenarios.push(r);
+            }
+            if let Err(e) = env.cluster.down().await {
+                tracing::error!(error = %e, "cluster teardown failed; run `chaos down`");
+                report.verdict = Outcome::Unknown;
+            }
+            drop(env);
+            // pg_ctl stop blocks.
+            let _ = tokio::task::spawn_blocking(move || drop(pg)).await;
+        }
+        Err(reason) => {
+            tracing::error!(%reason, "chaos run could not start");
+            for s in &cfg.scenarios {
+                let r = unknown(s, &cfg, reason.clone());
+                observer.scenario_finished(&r);
+                report.scenarios.push(r);
+            }
+        }
+    }
+    if stop.is_cancelled() {
+        report.verdict = report.verdict.worst(Outcome::Unknown);
+    }
+    report.verdict = report
+        .scenarios
+        .iter()
+        .fold(report.verdict, |acc, s| acc.worst(s.verdict.outcome));
+    if report.scenarios.is_empty() {
+        report.verdict = Outcome::Unknown;
+    }
+    report
+}
+
+/// A scenario that could not run.
+fn unknown(s: &Scenario, cfg: &RunConfig, reason: String) -> ScenarioReport {
+    ScenarioReport {
+        name: s.name.into(),
+        about: s.about.into(),
+        expected: s.expectation.describe().into(),
+        seed: suite::scenario_seed(cfg.seed, s),
+        duration_ms: u64::try_from(cfg.duration.as_millis()).unwrap_or(u64::MAX),
+        faults: Vec::new(),
+        modes: Default::default(),
+        verdict: Verdict {
+            outcome: Outcome::Unknown,
+            reasons: vec![format!("harness: {reason}")],
+        },
+        timeline: Default::default(),
+    }
+}
+
+/// PostgreSQL, then the cluster; on failure (or `stop`) whatever was started is dropped,
+/// which removes it.
+async fn setup(
+    cfg: &RunConfig,
+    backend: BackendKind,
+    run_id: &str,
+    stop: &CancellationToken,
+) -> Result<(Env, Pg), String> {
+    if cfg.workers == 0 {
+        return Err("--workers 0: use at least 1 worker per mode".into());
+    }
+    if cfg.scenarios.is_empty() {
+        return Err("no scenarios to run".into());
+    }
+    let pg_url = cfg.pg_url.clone();
+    let pg = tokio::select! {
+        r = tokio::task::spawn_blocking(move || Pg::from_url_or_start(pg_url)) => r
+            .map_err(|e| format!("starting postgres: {e}"))?
+            .map_err(|e| format!("postgres: {e}"))?,
+        () = stop.cancelled() => return Err("interrupted while starting postgres".into()),
+    };
+    let chaos_bin = match &cfg.chaos_bin {
+        Some(p) => Some(p.clone()),
+        None => crate::cluster::binaries::locate_chaos().ok(),
+    };
+    let mut spec = ClusterSpec::new(cfg.flavour, cfg.nodes).with_proxy(ProxyPlan::Chaos);
+    spec.run_id = Some(run_id.to_owned());
+    spec.proxy_bin = chaos_bin.clone();
+    let cluster = tokio::select! {
+        c = AnyCluster::up(backend, spec) => c.map_err(|e| format!("cluster up: {e}"))?,
+        () = stop.cancelled() => return Err("interrupted while bringing the cluster up".into()),
+    };
+    let cluster = Arc::new(cluster);
+    let worker_urls = (0..cluster.nodes())
+        .map(|i| cluster.worker_url(NodeId(i)))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("worker urls: {e}"))?;
+    let admin = crate::pg::connect(&pg.dsn())
+        .await
+        .map_err(|e| e.to_string())?;
+    CounterTable::default()
+        .create_if_missing(&admin)
+        .await
+        .map_err(|e| format!("creating the counter table: {e}"))?;
+    let row_base = i32::try_from(suite::mix(cfg.seed, u64::from(rand::random::<u32>())) % 100_000)
+        .unwrap_or(0)
+        * 100;
+    Ok((
+        Env {
+            cfg: cfg.clone(),
+            cluster,
+            worker_urls,
+            pg_dsn: pg.dsn(),
+            admin,
+            chaos_bin,
+            run_id: run_id.to_owned(),
+            row_base,
+        },
+        pg,
+    ))
+}

@@ -1,0 +1,458 @@
+//! One scenario on the run's shared cluster and database.
+//!
+//! 1. Reset: proxies reset (enabled, no toxics), FLUSHALL on every node through its admin
+//!    URL, every node answering through its proxy; the mode rows set to 0.
+//! 2. Start 3 modes × W workers, each mode with its own resource, row and lock client. In
+//!    process when the schedule has no client-side faults; as `chaos worker` processes
+//!    when it has (client stalls are SIGSTOP of those processes).
+//! 3. At t = 0 (a short start-up margin after the workers were started, so all of them and
+//!    the nemesis share one zero), play the schedule with [`Nemesis::run_until`], which
+//!    heals on every exit path; sample every mode's counter every 250 ms and tell the
+//!    observer about once a second.
+//! 4. Workers stop starting sections at t = duration; wait for them (bounded), read the
+//!    final values, and compute each mode's report and the verdict.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use fenced_redlock::pg::CounterTable;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::Env;
+use super::chaos_workload::{
+    DEFAULT_ACQUIRE_WAIT, WorkerEvent, WorkerSpec, lock_client, run_worker,
+};
+use super::clock::{ScenarioClock, monotonic_ns};
+use super::record::ModeRecord;
+use super::suite;
+use super::verdict::verdict;
+use super::worker_proc::{self, ProcessControl};
+use crate::cluster::{Cluster, NodeId};
+use crate::nemesis::{Fault, FaultRecord, Nemesis, NemesisReport, PartitionVia, Targets};
+use crate::report::observer::{Progress, RunObserver};
+use crate::report::{FaultWindow, ModeReport, ModeTimeline, ScenarioReport};
+use crate::scenario::Scenario;
+use crate::workload::Mode;
+
+/// Counter sampling period.
+const SAMPLE_EVERY: Duration = Duration::from_millis(250);
+/// Samples between two observer ticks (≈ 1 s).
+const TICK_EVERY_SAMPLES: u32 = 4;
+/// Margin between starting workers and t = 0: in-process tasks, and processes (which
+/// connect to PostgreSQL and the nodes first; a late one just misses the first moments).
+const STARTUP_TASKS: Duration = Duration::from_millis(150);
+const STARTUP_PROCESSES: Duration = Duration::from_millis(800);
+/// After t = duration, how long workers may take to finish their last section.
+const FINISH_GRACE: Duration = Duration::from_secs(10);
+/// Bound on the reset before a scenario.
+const RESET_WITHIN: Duration = Duration::from_secs(15);
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Plays `scenario` (number `index` of `total`); never fails: harness problems become an
+/// unknown verdict with reasons.
+pub(crate) async fn play(
+    env: &Env,
+    scenario: &Scenario,
+    index: usize,
+    total: usize,
+    observer: &dyn RunObserver,
+    stop: &CancellationToken,
+) -> ScenarioReport {
+    let cfg = &env.cfg;
+    let seed = suite::scenario_seed(cfg.seed, scenario);
+    let w = cfg.workers;
+    let duration = cfg.duration;
+    let schedule = scenario.schedule(duration, env.cluster.nodes(), w, seed);
+    let processes = schedule.faults.iter().any(|f| f.fault.targets_workers());
+    let mut harness: Vec<String> = Vec::new();
+    let mut progress = Progress {
+        scenario: scenario.name.into(),
+        index,
+        total,
+        elapsed: Duration::ZERO,
+        duration,
+        sections: Mode::ALL.iter().map(|m| (m.name().to_owned(), 0)).collect(),
+        active_faults: Vec::new(),
+    };
+    observer.scenario_started(&progress);
+    let pos = crate::scenario::SCENARIOS
+        .iter()
+        .position(|s| s.name == scenario.name)
+        .unwrap_or(0) as i32;
+    let rows: Vec<i32> = (0..3).map(|m| env.row_base + pos * 3 + m + 1).collect();
+    let report = |harness: Vec<String>,
+                  faults: Vec<FaultWindow>,
+                  modes: BTreeMap<String, ModeReport>,
+                  timeline: BTreeMap<String, ModeTimeline>| {
+        let verdict = verdict(scenario.expectation, &modes, &harness);
+        ScenarioReport {
+            name: scenario.name.into(),
+            about: scenario.about.into(),
+            expected: scenario.expectation.describe().into(),
+            seed,
+            duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
+            faults,
+            modes,
+            verdict,
+            timeline,
+        }
+    };
+    if let Err(e) = reset(env, &rows).await {
+        harness.push(format!("reset before the scenario: {e}"));
+        return report(harness, Vec::new(), BTreeMap::new(), BTreeMap::new());
+    }
+
+    let records: Arc<Mutex<Vec<ModeRecord>>> =
+        Arc::new(Mutex::new((0..3).map(|_| ModeRecord::default()).collect()));
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(usize, WorkerEvent)>();
+    let consumer = {
+        let records = records.clone();
+        tokio::spawn(async move {
+            while let Some((m, ev)) = rx.recv().await {
+                if let Some(r) = lock(&records).get_mut(m) {
+                    r.push(ev);
+                }
+            }
+        })
+    };
+    let startup = if processes {
+        STARTUP_PROCESSES
+    } else {
+        STARTUP_TASKS
+    };
+    let clock = ScenarioClock::new(
+        monotonic_ns().saturating_add(u64::try_from(startup.as_nanos()).unwrap_or(0)),
+    );
+    let worker_stop = stop.child_token();
+    let control = Arc::new(ProcessControl::new(records.clone()));
+    let mut tasks: JoinSet<()> = JoinSet::new();
+    if let Err(e) = start_workers(
+        env,
+        scenario,
+        seed,
+        &rows,
+        processes,
+        clock,
+        &control,
+        &tx,
+        &worker_stop,
+        &mut tasks,
+    )
+    .await
+    {
+        harness.push(e);
+        worker_stop.cancel();
+    }
+    drop(tx);
+
+    tokio::time::sleep_until(clock.instant_at(Duration::ZERO)).await;
+    let mut nemesis = Nemesis::new(env.cluster.clone());
+    if processes {
+        nemesis = nemesis.with_workers(control.clone(), w);
+    }
+    let nemesis_t0 = clock.offset(Instant::now());
+    let nemesis_run = nemesis.run_until(&schedule, stop.cancelled());
+    tokio::pin!(nemesis_run);
+    let mut nemesis_result = None;
+    let hard_deadline = clock.instant_at(duration + DEFAULT_ACQUIRE_WAIT + FINISH_GRACE);
+    let mut sampler = tokio::time::interval(SAMPLE_EVERY);
+    let mut samples = 0u32;
+    let table = CounterTable::default();
+    // Bounded: ends when the nemesis and every worker are done, or at the hard deadline.
+    loop {
+        if nemesis_result.is_some() && tasks.is_empty() {
+            break;
+        }
+        tokio::select! {
+            r = &mut nemesis_run, if nemesis_result.is_none() => nemesis_result = Some(r),
+            Some(joined) = tasks.join_next(), if !tasks.is_empty() => {
+                if let Err(e) = joined
+                    && !e.is_cancelled()
+                {
+                    harness.push(format!("a worker task failed: {e}"));
+                }
+            }
+            _ = sampler.tick() => {
+                let at = clock.offset(Instant::now());
+                for (m, row) in rows.iter().enumerate() {
+                    if let Ok(Some(value)) = table.read(&env.admin, *row).await
+                        && let Some(r) = lock(&records).get_mut(m)
+                    {
+                        r.sample(at, value);
+                    }
+                }
+                samples += 1;
+                if samples.is_multiple_of(TICK_EVERY_SAMPLES) {
+                    progress.elapsed = at.min(duration);
+                    progress.sections = Mode::ALL
+                        .iter()
+                        .zip(lock(&records).iter())
+                        .map(|(m, r)| (m.name().to_owned(), r.sections()))
+                        .collect();
+                    progress.active_faults = nemesis
+                        .active()
+                        .iter()
+                        .map(|(_, f, t)| format!("{} {t}", f.name()))
+                        .collect();
+                    observer.tick(&progress);
+                }
+            }
+            () = tokio::time::sleep_until(hard_deadline) => {
+                harness.push(format!(
+                    "{} worker(s) still running {:?} after the scenario's end; stopped",
+                    tasks.len(),
+                    FINISH_GRACE + DEFAULT_ACQUIRE_WAIT
+                ));
+                break;
+            }
+        }
+    }
+    worker_stop.cancel();
+    // Whatever is still running is cut off (processes are killed by their guards).
+    tasks.shutdown().await;
+    let nemesis_report = match nemesis_result {
+        Some(r) => r,
+        None => nemesis_run.await,
+    };
+    let unhealed = nemesis.heal_all().await;
+    harness.extend(unhealed.iter().map(|u| format!("left unhealed: {u}")));
+    let _ = tokio::time::timeout(Duration::from_secs(5), consumer).await;
+    if stop.is_cancelled() {
+        harness.push(format!(
+            "interrupted at {:.1}s of {:.0}s; partial numbers",
+            clock.offset(Instant::now()).as_secs_f64(),
+            duration.as_secs_f64()
+        ));
+    }
+    let faults = match nemesis_report {
+        Ok(r) => fault_windows(&r, nemesis_t0, processes, &mut harness),
+        Err(e) => {
+            harness.push(format!("schedule does not fit the cluster: {e}"));
+            Vec::new()
+        }
+    };
+
+    let records = std::mem::take(&mut *lock(&records));
+    let mut modes = BTreeMap::new();
+    let mut timeline = BTreeMap::new();
+    for ((mode, row), record) in Mode::ALL.iter().zip(&rows).zip(records) {
+        for f in record.failures() {
+            harness.push(format!("{}: {f}", mode.name()));
+        }
+        if record.finished_workers() < w && !stop.is_cancelled() {
+            harness.push(format!(
+                "{}: only {} of {w} workers reported their end",
+                mode.name(),
+                record.finished_workers()
+            ));
+        }
+        let final_value = match table.read(&env.admin, *row).await {
+            Ok(Some(v)) => v,
+            Ok(None) => {
+                harness.push(format!("{}: counter row {row} vanished", mode.name()));
+                0
+            }
+            Err(e) => {
+                harness.push(format!("{}: reading row {row}: {e}", mode.name()));
+                0
+            }
+        };
+        let (m, t) = record.finish(final_value);
+        modes.insert(mode.name().to_owned(), m);
+        timeline.insert(mode.name().to_owned(), t);
+    }
+    report(harness, faults, modes, timeline)
+}
+
+/// Starts every worker (tasks or processes) into `tasks`.
+#[allow(clippy::too_many_arguments)]
+async fn start_workers(
+    env: &Env,
+    scenario: &Scenario,
+    seed: u64,
+    rows: &[i32],
+    processes: bool,
+    clock: ScenarioClock,
+    control: &ProcessControl,
+    tx: &tokio::sync::mpsc::UnboundedSender<(usize, WorkerEvent)>,
+    stop: &CancellationToken,
+    tasks: &mut JoinSet<()>,
+) -> Result<(), String> {
+    let cfg = &env.cfg;
+    for (m, mode) in Mode::ALL.iter().enumerate() {
+        let resource = format!("chaos:{}:{}:{}", env.run_id, scenario.name, mode.name());
+        let lock = if processes {
+            None
+        } else {
+            Some(
+                lock_client(&env.worker_urls, cfg.ttl, &resource)
+                    .map_err(|e| format!("lock settings: {e}"))?,
+            )
+        };
+        for i in 0..cfg.workers {
+            let spec = WorkerSpec {
+                worker: i,
+                mode: *mode,
+                row: rows[m],
+                resource: resource.clone(),
+                ttl: cfg.ttl,
+                work: cfg.work,
+                acquire_wait: DEFAULT_ACQUIRE_WAIT,
+                seed: suite::mix(seed, (m * 1000 + i) as u64),
+                until: cfg.duration,
+            };
+            match &lock {
+                None => {
+                    let bin = env.chaos_bin.as_deref().ok_or_else(|| {
+                        "client stalls need worker processes, but the chaos binary was not found; \
+                         build it (cargo build -p redlock-chaos) or set CHAOS_BIN"
+                            .to_owned()
+                    })?;
+                    let fut = worker_proc::spawn(
+                        bin,
+                        &env.worker_urls,
+                        &env.pg_dsn,
+                        &spec,
+                        m,
+                        clock,
+                        control,
+                        tx.clone(),
+                        stop.clone(),
+                    )?;
+                    tasks.spawn(fut);
+                }
+                Some(lock) => {
+                    let client = crate::pg::connect(&env.pg_dsn)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    let (lock, tx, stop) = (lock.clone(), tx.clone(), stop.clone());
+                    tasks.spawn(async move {
+                        tokio::time::sleep_until(clock.instant_at(Duration::ZERO)).await;
+                        run_worker(&spec, &lock, &client, clock, &stop, |ev| {
+                            let _ = tx.send((m, ev));
+                        })
+                        .await;
+                    });
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Proxies reset, nodes flushed and answering through their proxies, rows at 0.
+async fn reset(env: &Env, rows: &[i32]) -> Result<(), String> {
+    let deadline = Instant::now() + RESET_WITHIN;
+    if let Some(p) = env.cluster.proxy() {
+        p.reset().await.map_err(|e| format!("proxy reset: {e}"))?;
+    }
+    for i in 0..env.cluster.nodes() {
+        let admin = env
+            .cluster
+            .admin_url(NodeId(i))
+            .map_err(|e| e.to_string())?;
+        retry(&admin, "FLUSHALL", deadline).await?;
+    }
+    for url in &env.worker_urls {
+        retry(url, "PING", deadline).await?;
+    }
+    let table = CounterTable::default();
+    for row in rows {
+        table
+            .insert(&env.admin, *row, 0)
+            .await
+            .map_err(|e| format!("resetting row {row}: {e}"))?;
+    }
+    Ok(())
+}
+
+/// `command` on `url` until it succeeds or `deadline` passes.
+async fn retry(url: &str, command: &str, deadline: Instant) -> Result<(), String> {
+    let mut last = String::new();
+    // Bounded by the deadline.
+    while Instant::now() < deadline {
+        match redis_cmd(url, command).await {
+            Ok(()) => return Ok(()),
+            Err(e) => last = e,
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Err(format!("{command} on {url}: {last}"))
+}
+
+async fn redis_cmd(url: &str, command: &str) -> Result<(), String> {
+    let fut = async {
+        let client = redis::Client::open(url).map_err(|e| e.to_string())?;
+        let mut conn = client
+            .get_multiplexed_async_connection()
+            .await
+            .map_err(|e| e.to_string())?;
+        redis::cmd(command)
+            .query_async::<redis::Value>(&mut conn)
+            .await
+            .map(drop)
+            .map_err(|e| e.to_string())
+    };
+    tokio::time::timeout(Duration::from_secs(2), fut)
+        .await
+        .unwrap_or_else(|_| Err("timed out after 2s".into()))
+}
+
+/// The nemesis's records as report fault windows on the scenario clock; apply or heal
+/// errors go to `harness` (the scenario did not do what it says).
+fn fault_windows(
+    r: &NemesisReport,
+    nemesis_t0: Duration,
+    processes: bool,
+    harness: &mut Vec<String>,
+) -> Vec<FaultWindow> {
+    let shift = u64::try_from(nemesis_t0.as_millis()).unwrap_or(0);
+    let mut out = Vec::new();
+    for rec in &r.records {
+        for e in &rec.errors {
+            harness.push(format!("fault {} ({}): {e}", rec.index, rec.fault));
+        }
+        if let Some(applied) = rec.applied_ms {
+            out.push(FaultWindow {
+                kind: rec.fault.name().into(),
+                detail: detail(rec, processes),
+                targets: match &rec.targets {
+                    Targets::Nodes(n) => n.iter().map(|n| format!("n{}", n.0)).collect(),
+                    Targets::Workers(w) => w.iter().map(|w| format!("w{}", w.0)).collect(),
+                },
+                start_ms: applied + shift,
+                end_ms: rec.healed_ms.map(|h| h + shift),
+            });
+        }
+    }
+    out
+}
+
+fn detail(rec: &FaultRecord, processes: bool) -> String {
+    match rec.fault {
+        Fault::Kill => "SIGKILL; start again with its AOF".into(),
+        Fault::RestartKeep => "SIGKILL; back with its data".into(),
+        Fault::RestartWipe => "SIGKILL; back EMPTY (amnesia)".into(),
+        Fault::Freeze => "frozen (SIGSTOP / docker pause)".into(),
+        Fault::Partition {
+            via: PartitionVia::Proxy,
+        } => "workers cut off at the proxy".into(),
+        Fault::Partition {
+            via: PartitionVia::Network,
+        } => "docker network disconnect".into(),
+        Fault::BlackHole => "connections open, data dropped both ways".into(),
+        Fault::Slow {
+            latency_ms,
+            jitter_ms,
+        } => format!("+{latency_ms}ms ±{jitter_ms}ms on replies"),
+        Fault::ClockJump { offset_s } => format!("offset {offset_s:+}s"),
+        Fault::ClientStall if processes => "SIGSTOP of this worker's process in every mode".into(),
+        Fault::ClientStall => "worker stalled".into(),
+    }
+}

@@ -1,0 +1,341 @@
+//! Workers as processes, so a client stall is a real process pause (the "GC pause").
+//!
+//! - Child side: the hidden `chaos worker …` subcommand ([`WorkerArgs`], [`serve`]) runs one
+//!   [`run_worker`] and writes each [`WorkerEvent`] as one JSON line on stdout. It stops at
+//!   `--until` (an offset from `--start-ns`, the scenario start on `CLOCK_MONOTONIC`), or
+//!   when its stdin closes — the runner holds the other end, so a runner that dies takes its
+//!   workers with it.
+//! - Parent side: [`spawn`] starts one child per worker and forwards its events;
+//!   [`ProcessControl`] is the nemesis's [`WorkerControl`]: a client stall is `SIGSTOP` of
+//!   the child, its heal `SIGCONT`. A child is killed (after a `SIGCONT`, so it is not left
+//!   stopped) whenever its handle is dropped: normal end, error, Ctrl-C or panic.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use clap::Args;
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+use tokio::sync::mpsc::UnboundedSender;
+use tokio_util::sync::CancellationToken;
+
+use super::chaos_workload::{WorkerEvent, WorkerSpec, lock_client, run_worker};
+use super::clock::ScenarioClock;
+use super::record::ModeRecord;
+use crate::commands::parse_duration;
+use crate::nemesis::{WorkerControl, WorkerId};
+use crate::workload::Mode;
+
+/// Arguments of the hidden `chaos worker` subcommand (one worker of the time-bounded counter).
+#[derive(Debug, Clone, Args)]
+pub struct WorkerArgs {
+    /// Lock nodes, comma-separated redis:// URLs.
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub nodes: Vec<String>,
+    /// PostgreSQL connection string.
+    #[arg(long)]
+    pub pg_dsn: String,
+    /// Write mode.
+    #[arg(long, value_enum)]
+    pub mode: Mode,
+    /// Counter row.
+    #[arg(long)]
+    pub row: i32,
+    /// Lock resource (and key prefix).
+    #[arg(long)]
+    pub resource: String,
+    /// Lease TTL.
+    #[arg(long, value_parser = parse_duration)]
+    pub ttl: Duration,
+    /// Work inside a section.
+    #[arg(long, value_parser = parse_duration, default_value = "5ms")]
+    pub work: Duration,
+    /// Budget of one waiting acquire.
+    #[arg(long, value_parser = parse_duration, default_value = "1s")]
+    pub acquire_wait: Duration,
+    /// Seed of this worker.
+    #[arg(long)]
+    pub seed: u64,
+    /// Worker index within its mode.
+    #[arg(long)]
+    pub worker: usize,
+    /// Scenario start, `CLOCK_MONOTONIC` nanoseconds.
+    #[arg(long)]
+    pub start_ns: u64,
+    /// Stop at this offset from the scenario start.
+    #[arg(long, value_parser = parse_duration)]
+    pub until: Duration,
+}
+
+impl WorkerArgs {
+    fn spec(&self) -> WorkerSpec {
+        WorkerSpec {
+            worker: self.worker,
+            mode: self.mode,
+            row: self.row,
+            resource: self.resource.clone(),
+            ttl: self.ttl,
+            work: self.work,
+            acquire_wait: self.acquire_wait,
+            seed: self.seed,
+            until: self.until,
+        }
+    }
+}
+
+fn print_event(ev: &WorkerEvent) {
+    use std::io::Write as _;
+    // Serializing our own enum cannot fail; a closed stdout means the runner is gone, and
+    // stdin's EOF stops us right after.
+    if let Ok(line) = serde_json::to_string(ev) {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{line}");
+        let _ = out.flush();
+    }
+}
+
+/// Runs `chaos worker`: returns the process exit code (0 after `Done`, 2 after `Failed`).
+pub async fn serve(args: WorkerArgs) -> u8 {
+    let clock = ScenarioClock::new(args.start_ns);
+    let spec = args.spec();
+    let stop = CancellationToken::new();
+    {
+        let stop = stop.clone();
+        // A plain thread: blocking stdin reads; it ends with the process.
+        let _ = std::thread::Builder::new()
+            .name("stdin-watch".into())
+            .spawn(move || {
+                use std::io::Read as _;
+                // EOF (or an error) on stdin: the runner is gone or wants us to stop.
+                let mut buf = [0u8; 64];
+                let mut stdin = std::io::stdin();
+                while matches!(stdin.read(&mut buf), Ok(n) if n > 0) {}
+                stop.cancel();
+            });
+    }
+    let fail = |message: String| {
+        print_event(&WorkerEvent::Failed {
+            worker: spec.worker,
+            message,
+        });
+        2
+    };
+    let lock = match lock_client(&args.nodes, args.ttl, &args.resource) {
+        Ok(l) => l,
+        Err(e) => return fail(format!("lock settings: {e}")),
+    };
+    let client = match crate::pg::connect(&args.pg_dsn).await {
+        Ok(c) => c,
+        Err(e) => return fail(e.to_string()),
+    };
+    let mut code = 0;
+    run_worker(&spec, &lock, &client, clock, &stop, |ev| {
+        if matches!(ev, WorkerEvent::Failed { .. }) {
+            code = 2;
+        }
+        print_event(&ev);
+    })
+    .await;
+    code
+}
+
+/// A worker child; dropping it resumes and kills the process.
+#[derive(Debug)]
+struct Guarded {
+    child: Child,
+    alive: Arc<AtomicBool>,
+}
+
+impl Drop for Guarded {
+    fn drop(&mut self) {
+        if let Some(pid) = self.child.id() {
+            // A stopped child is resumed first, so nothing is left stopped whatever happens
+            // next; then `kill_on_drop` sends SIGKILL.
+            let _ = kill(Pid::from_raw(pid as i32), Signal::SIGCONT);
+            let _ = self.child.start_kill();
+        }
+        self.alive.store(false, Ordering::SeqCst);
+    }
+}
+
+/// One spawned worker, as the control sees it.
+#[derive(Debug, Clone)]
+struct Handle {
+    mode: usize,
+    worker: usize,
+    pid: i32,
+    alive: Arc<AtomicBool>,
+}
+
+/// Client stalls as `SIGSTOP`/`SIGCONT` of worker processes. A stall of worker `i` stops
+/// worker `i` of EVERY mode at once, so the three modes see the same pause.
+#[derive(Debug)]
+pub struct ProcessControl {
+    handles: Mutex<Vec<Handle>>,
+    records: Arc<Mutex<Vec<ModeRecord>>>,
+}
+
+impl ProcessControl {
+    /// A control counting stalls into `records` (one per mode).
+    pub fn new(records: Arc<Mutex<Vec<ModeRecord>>>) -> Self {
+        ProcessControl {
+            handles: Mutex::default(),
+            records,
+        }
+    }
+
+    fn signal(&self, worker: WorkerId, sig: Signal) -> Vec<usize> {
+        let handles = self.handles.lock().unwrap_or_else(|e| e.into_inner());
+        let mut hit = Vec::new();
+        for h in handles.iter().filter(|h| h.worker == worker.0) {
+            // A reaped child's pid may belong to someone else now: only signal live ones.
+            if h.alive.load(Ordering::SeqCst) && kill(Pid::from_raw(h.pid), sig).is_ok() {
+                hit.push(h.mode);
+            }
+        }
+        hit
+    }
+}
+
+impl WorkerControl for ProcessControl {
+    fn stall(&self, worker: WorkerId, _duration: Duration) {
+        // The nemesis heals (resumes) at the window's end, and on every exit path.
+        let hit = self.signal(worker, Signal::SIGSTOP);
+        let mut records = self.records.lock().unwrap_or_else(|e| e.into_inner());
+        for m in hit {
+            if let Some(r) = records.get_mut(m) {
+                r.count_stall();
+            }
+        }
+    }
+
+    fn resume(&self, worker: WorkerId) {
+        self.signal(worker, Signal::SIGCONT);
+    }
+}
+
+/// Starts `chaos worker` (binary `bin`) for `spec` of mode index `mode`, forwarding its
+/// events to `events`. The returned future ends when the child does (or at `stop`, killing
+/// it); a child that ends without `Done`/`Failed` is reported as failed.
+///
+/// # Errors
+/// A message when the process cannot be started.
+#[allow(clippy::too_many_arguments)]
+pub fn spawn(
+    bin: &Path,
+    nodes: &[String],
+    pg_dsn: &str,
+    spec: &WorkerSpec,
+    mode: usize,
+    clock: ScenarioClock,
+    control: &ProcessControl,
+    events: UnboundedSender<(usize, WorkerEvent)>,
+    stop: CancellationToken,
+) -> Result<impl std::future::Future<Output = ()> + Send + 'static, String> {
+    let us = |d: Duration| format!("{}us", d.as_micros());
+    let mut cmd = Command::new(bin);
+    cmd.arg("worker")
+        .arg("--nodes")
+        .arg(nodes.join(","))
+        .arg("--pg-dsn")
+        .arg(pg_dsn)
+        .arg("--mode")
+        .arg(spec.mode.name())
+        .arg("--row")
+        .arg(spec.row.to_string())
+        .arg("--resource")
+        .arg(&spec.resource)
+        .arg("--ttl")
+        .arg(us(spec.ttl))
+        .arg("--work")
+        .arg(us(spec.work))
+        .arg("--acquire-wait")
+        .arg(us(spec.acquire_wait))
+        .arg("--seed")
+        .arg(spec.seed.to_string())
+        .arg("--worker")
+        .arg(spec.worker.to_string())
+        .arg("--start-ns")
+        .arg(clock.start_ns().to_string())
+        .arg("--until")
+        .arg(us(spec.until))
+        // Workers log only problems; their stdout is the event stream.
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true);
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("starting worker process {}: {e}", bin.display()))?;
+    let pid = child
+        .id()
+        .ok_or_else(|| "worker process exited at once".to_owned())?;
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| "worker process has no stdout".to_owned())?;
+    let alive = Arc::new(AtomicBool::new(true));
+    control
+        .handles
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(Handle {
+            mode,
+            worker: spec.worker,
+            pid: pid as i32,
+            alive: alive.clone(),
+        });
+    let worker = spec.worker;
+    let mut guarded = Guarded { child, alive };
+    Ok(async move {
+        let mut lines = BufReader::new(stdout).lines();
+        let mut ended = false;
+        // Bounded: the child stops by itself at `until`, closing stdout; `stop` cuts it short.
+        loop {
+            let line = tokio::select! {
+                l = lines.next_line() => l,
+                () = stop.cancelled() => {
+                    let _ = events.send((mode, WorkerEvent::Failed { worker, message: "stopped (interrupted)".into() }));
+                    return; // `guarded` is dropped: SIGCONT, SIGKILL.
+                }
+            };
+            match line {
+                Ok(Some(l)) => match serde_json::from_str::<WorkerEvent>(&l) {
+                    Ok(ev) => {
+                        ended |=
+                            matches!(ev, WorkerEvent::Done { .. } | WorkerEvent::Failed { .. });
+                        let _ = events.send((mode, ev));
+                    }
+                    Err(e) => {
+                        let _ = events.send((
+                            mode,
+                            WorkerEvent::Failed {
+                                worker,
+                                message: format!("unreadable event {l:?}: {e}"),
+                            },
+                        ));
+                        ended = true;
+                    }
+                },
+                Ok(None) | Err(_) => break,
+            }
+        }
+        guarded.alive.store(false, Ordering::SeqCst);
+        let status = tokio::time::timeout(Duration::from_secs(5), guarded.child.wait()).await;
+        if !ended {
+            let _ = events.send((
+                mode,
+                WorkerEvent::Failed {
+                    worker,
+                    message: format!("worker process ended without a last event ({status:?})"),
+                },
+            ));
+        }
+    })
+}

@@ -1,0 +1,107 @@
+//! `chaos run` on the docker backend: every scenario, short, verdicts met, and nothing
+//! labelled with the run id left; then Ctrl-C (SIGINT) of a `chaos run` process
+//! mid-scenario: exit code 2, nothing labelled left, no worker processes left.
+//! Skipped (with a message) without a Docker engine, unless `CI=true`.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use redlock_chaos::cluster::docker;
+use redlock_chaos::cluster::{BackendKind, Flavour};
+use redlock_chaos::report::observer::Silent;
+use redlock_chaos::run::{self, RunConfig, suite};
+use redlock_e2e::{assert_all_pass, chaos_bin, engine_or_skip, eventually, processes_mentioning};
+
+async fn labelled_left(run_id: &str) -> docker::Labelled {
+    let d = docker::connect().await.expect("docker");
+    docker::list_labelled(&d, Some(run_id))
+        .await
+        .expect("list labelled")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_scenario_meets_its_expectation_on_docker() {
+    if !engine_or_skip("every_scenario_meets_its_expectation_on_docker").await {
+        return;
+    }
+    let run_id = format!("e2e-docker-{}", std::process::id());
+    let mut cfg = RunConfig::new(suite::select("all", Flavour::Valkey).expect("all"), 424_242);
+    cfg.backend = Some(BackendKind::Docker);
+    cfg.duration = Duration::from_secs(8);
+    cfg.run_id = Some(run_id.clone());
+    cfg.chaos_bin = Some(chaos_bin());
+    let started = Instant::now();
+    let report = run::run(cfg, &Silent).await;
+    print!("{}", run::table::render(&report));
+    println!("wall time {:.1}s", started.elapsed().as_secs_f64());
+    let left = labelled_left(&run_id).await;
+    assert!(left.is_empty(), "left behind: {left:?}");
+    assert_eq!(report.backend, "docker");
+    assert_all_pass(&report);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigint_mid_scenario_exits_2_and_leaves_nothing() {
+    if !engine_or_skip("sigint_mid_scenario_exits_2_and_leaves_nothing").await {
+        return;
+    }
+    let run_id = format!("e2e-sigint-{}", std::process::id());
+    let report_dir = std::env::temp_dir().join(format!("chaos-report-{run_id}"));
+    let mut child = Command::new(chaos_bin())
+        .args([
+            "run",
+            "--backend",
+            "docker",
+            "--scenario",
+            "client-stall",
+            "--duration",
+            "40s",
+        ])
+        .arg("--run-id")
+        .arg(&run_id)
+        .arg("--report")
+        .arg(&report_dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start chaos run");
+    let pid = Pid::from_raw(child.id() as i32);
+    // Mid-scenario: the worker processes (which carry the run id) are up and running.
+    let running = eventually(Duration::from_secs(120), || {
+        processes_mentioning(&format!("chaos:{run_id}:")).len() >= 6
+    });
+    if !running {
+        let _ = child.kill();
+        let _ = child.wait();
+        let _ = docker::remove_labelled(Some(&run_id)).await;
+        panic!("the run's workers never started");
+    }
+    std::thread::sleep(Duration::from_secs(4));
+    kill(pid, Signal::SIGINT).expect("SIGINT");
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break Some(s);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let status = status.expect("chaos run did not exit within 90 s of SIGINT");
+    assert_eq!(status.code(), Some(2), "interrupted run must exit 2");
+    let json = std::fs::read_to_string(report_dir.join("report.json")).expect("partial report");
+    let _ = std::fs::remove_dir_all(&report_dir);
+    assert!(json.contains("interrupted"), "{json}");
+    let left = labelled_left(&run_id).await;
+    assert!(left.is_empty(), "left behind: {left:?}");
+    assert!(
+        eventually(Duration::from_secs(10), || processes_mentioning(&run_id)
+            .is_empty()),
+        "processes left: {:?}",
+        processes_mentioning(&run_id)
+    );
+}

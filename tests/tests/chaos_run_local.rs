@@ -1,0 +1,80 @@
+//! `chaos run` on the local backend: every scenario, short, each verdict must be a pass;
+//! report.json has the documented shape; nothing is left running. Then cancellation by
+//! dropping the run future mid-scenario.
+
+use std::time::Duration;
+
+use redlock_chaos::cluster::BackendKind;
+use redlock_chaos::cluster::Flavour;
+use redlock_chaos::report::observer::Silent;
+use redlock_chaos::run::{self, RunConfig, suite};
+use redlock_e2e::{
+    assert_all_pass, assert_report_shape, chaos_bin, eventually, processes_mentioning,
+};
+
+fn config(scenarios: &str, secs: u64, seed: u64, run_id: &str) -> RunConfig {
+    let mut cfg = RunConfig::new(
+        suite::select(scenarios, Flavour::Valkey).expect("scenarios"),
+        seed,
+    );
+    cfg.backend = Some(BackendKind::Local);
+    cfg.duration = Duration::from_secs(secs);
+    cfg.run_id = Some(run_id.to_owned());
+    cfg.chaos_bin = Some(chaos_bin());
+    cfg.command = "chaos_run_local test".into();
+    cfg
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_scenario_meets_its_expectation_locally() {
+    let run_id = format!("e2e-local-{}", std::process::id());
+    let cfg = config("all", 6, 20_251_130, &run_id);
+    let report = run::run(cfg, &Silent).await;
+    print!("{}", run::table::render(&report));
+    let dir = std::env::temp_dir().join(format!("chaos-report-{run_id}"));
+    let paths = redlock_chaos::report::write_all(&dir, &report).expect("report written");
+    let json = std::fs::read_to_string(&paths.json).expect("report.json readable");
+    let html = std::fs::read_to_string(&paths.html).expect("report.html readable");
+    let junit = std::fs::read_to_string(&paths.junit).expect("junit.xml readable");
+    std::fs::remove_dir_all(&dir).expect("report dir removed");
+    // The renderers on a real run: one timeline per scenario, one test case per scenario × mode.
+    assert_eq!(
+        html.matches("class=\"timeline\"").count(),
+        report.scenarios.len(),
+        "one timeline per scenario"
+    );
+    assert!(!html.contains("<script"), "report.html must be static");
+    assert_eq!(
+        junit.matches("<testcase ").count(),
+        report.scenarios.len() * 3,
+        "{junit}"
+    );
+    assert_eq!(junit.matches("<failure").count(), 0, "{junit}");
+    assert_eq!(
+        report.scenarios.len(),
+        redlock_chaos::scenario::SCENARIOS.len()
+    );
+    assert_report_shape(&json, report.scenarios.len());
+    assert_all_pass(&report);
+    assert!(
+        eventually(Duration::from_secs(10), || processes_mentioning(&run_id)
+            .is_empty()),
+        "left running: {:?}",
+        processes_mentioning(&run_id)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_the_run_mid_scenario_tears_everything_down() {
+    let run_id = format!("e2e-drop-{}", std::process::id());
+    // client-stall: worker processes, some of them SIGSTOPped when the future is dropped.
+    let cfg = config("client-stall", 30, 7, &run_id);
+    let cut = tokio::time::timeout(Duration::from_secs(9), run::run(cfg, &Silent)).await;
+    assert!(cut.is_err(), "the run should still be going after 9 s");
+    assert!(
+        eventually(Duration::from_secs(20), || processes_mentioning(&run_id)
+            .is_empty()),
+        "left running after the run future was dropped: {:?}",
+        processes_mentioning(&run_id)
+    );
+}
