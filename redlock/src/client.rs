@@ -280,7 +280,7 @@ impl Redlock {
         .await;
 
         if !votes.reached() {
-            self.cleanup(&key, &token);
+            self.cleanup(&key, &token, &votes);
             return Err(LockError::QuorumNotReached {
                 resource: resource.to_owned(),
                 granted: votes.yes,
@@ -296,7 +296,7 @@ impl Redlock {
             let next = match FenceToken::next_after(votes.yes_values()) {
                 Ok(t) => t,
                 Err(value) => {
-                    self.cleanup(&key, &token);
+                    self.cleanup(&key, &token, &votes);
                     return Err(LockError::FenceExhausted {
                         resource: resource.to_owned(),
                         value,
@@ -322,7 +322,7 @@ impl Redlock {
             })
             .await;
             if !written.reached() {
-                self.cleanup(&key, &token);
+                self.cleanup(&key, &token, &votes);
                 return Err(LockError::QuorumNotReached {
                     resource: resource.to_owned(),
                     granted: written.yes,
@@ -342,7 +342,7 @@ impl Redlock {
         let elapsed = started.elapsed();
         let Some(validity) = validity::validity(self.settings.ttl, elapsed, self.settings.drift)
         else {
-            self.cleanup(&key, &token);
+            self.cleanup(&key, &token, &votes);
             return Err(LockError::NoValidityLeft {
                 resource: resource.to_owned(),
                 elapsed,
@@ -367,8 +367,22 @@ impl Redlock {
     /// connection. Runs in the background; the error is returned at once. It announces
     /// nothing: waking the other waiters of a split vote at once would have them collide
     /// again, while their jittered retries spread them out.
-    fn cleanup(&self, key: &Arc<str>, token: &Token) {
-        let nodes = self.shared.nodes.clone();
+    ///
+    /// Nodes that refused the `SET NX` hold no key of ours and are skipped: under
+    /// contention most votes are refusals, and deleting there would double the cost of
+    /// every failed attempt.
+    fn cleanup(&self, key: &Arc<str>, token: &Token, votes: &Tally<i64>) {
+        let nodes: Vec<Arc<Node>> = self
+            .shared
+            .nodes
+            .iter()
+            .zip(&votes.answers)
+            .filter(|(_, answer)| !matches!(answer, Some((Ok(None), _))))
+            .map(|(node, _)| Arc::clone(node))
+            .collect();
+        if nodes.is_empty() {
+            return;
+        }
         let (key, token) = (Arc::clone(key), token.clone());
         tokio::spawn(async move {
             crate::lease::delete_everywhere(&nodes, &key, &token, false).await;
