@@ -23,7 +23,7 @@ pub const DEFAULT_BIN_DIR: &str = "/usr/lib/postgresql/15/bin";
 /// Overrides [`DEFAULT_BIN_DIR`].
 pub const BIN_DIR_ENV: &str = "PG_BIN_DIR";
 /// Connections the server accepts: one per worker of every concurrent run, plus slack.
-pub const MAX_CONNECTIONS: u32 = 400;
+pub const MAX_CONNECTIONS: u32 = 500;
 /// How long `pg_ctl start` may wait for the server to accept connections.
 const START_TIMEOUT_SECS: u32 = 60;
 /// A free port can be taken between probing and binding: try a few.
@@ -59,7 +59,7 @@ pub enum PgHarnessError {
         stderr: String,
     },
     /// The server could not be reached or a statement failed.
-    #[error("postgres at {dsn}: {source}")]
+    #[error("postgres at {dsn}: {}", server_message(source))]
     Postgres {
         /// The DSN used.
         dsn: String,
@@ -67,6 +67,14 @@ pub enum PgHarnessError {
         #[source]
         source: tokio_postgres::Error,
     },
+}
+
+/// The server's own message when there is one: `tokio_postgres` displays only "db error".
+fn server_message(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{} ({})", db.message(), db.code().code()),
+        None => e.to_string(),
+    }
 }
 
 /// A private PostgreSQL server in a temp dir, removed on drop.

@@ -83,10 +83,12 @@ pub async fn run(args: FencingTableArgs) -> Result<String, String> {
     };
     let pg_url = args.pg_url.clone();
     let owned_pg = pg_url.as_deref().is_none_or(|u| u.trim().is_empty());
-    if owned_pg && args.jobs.saturating_mul(args.workers) + 10 > crate::pg::MAX_CONNECTIONS as usize
+    // Each run in flight holds one connection per worker plus its own.
+    if owned_pg
+        && args.jobs.saturating_mul(args.workers + 1) + 10 > crate::pg::MAX_CONNECTIONS as usize
     {
         return Err(format!(
-            "--jobs {} × --workers {} needs more than the {} connections the private postgres allows; lower --jobs",
+            "--jobs {} × (--workers {} + 1) needs more than the {} connections the private postgres allows; lower --jobs",
             args.jobs,
             args.workers,
             crate::pg::MAX_CONNECTIONS

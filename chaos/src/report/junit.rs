@@ -32,13 +32,10 @@ pub fn render_junit(report: &ChaosReport) -> Result<String, ReportError> {
             suite.add_test_case(case(s, "all", None, true));
             continue;
         }
-        let named: Vec<&str> = modes
-            .iter()
-            .copied()
-            .filter(|m| s.verdict.reasons.iter().any(|r| names_mode(r, m)))
-            .collect();
+        let failed = &s.verdict.failed_modes;
         for mode in &modes {
-            let blamed = named.is_empty() || named.contains(mode);
+            // A failure that is no mode's own (the harness's) belongs to every mode.
+            let blamed = failed.is_empty() || failed.iter().any(|f| f == mode);
             suite.add_test_case(case(s, mode, s.modes.get(*mode), blamed));
         }
     }
@@ -99,38 +96,4 @@ fn summary(m: &ModeReport) -> String {
         m.stalls,
         m.final_value
     )
-}
-
-/// Whether a reason sentence names `mode` as a word (`write_only`, `write-only` or
-/// `write only`). The reasons are prose, so this is the only link from a reason to a mode.
-fn names_mode(reason: &str, mode: &str) -> bool {
-    let lower = reason.to_ascii_lowercase();
-    [
-        mode.to_string(),
-        mode.replace('_', "-"),
-        mode.replace('_', " "),
-    ]
-    .iter()
-    .any(|needle| {
-        lower.match_indices(needle.as_str()).any(|(i, _)| {
-            let before = lower[..i].chars().next_back();
-            let after = lower[i + needle.len()..].chars().next();
-            let word =
-                |c: Option<char>| c.is_none_or(|c| !(c.is_alphanumeric() || c == '_' || c == '-'));
-            word(before) && word(after)
-        })
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::names_mode;
-
-    #[test]
-    fn reasons_name_modes_as_words() {
-        assert!(names_mode("claim_first lost 3 increments", "claim_first"));
-        assert!(names_mode("mode write-only: 2 lost", "write_only"));
-        assert!(!names_mode("claim_first_x lost", "claim_first"));
-        assert!(names_mode("none: 4 violations", "none"));
-    }
 }

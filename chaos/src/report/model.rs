@@ -79,6 +79,10 @@ pub struct Verdict {
     pub outcome: Outcome,
     /// One sentence per expectation checked (met or not), or the harness error.
     pub reasons: Vec<String>,
+    /// Modes whose own checks failed (empty when the failure is not a mode's, e.g. the
+    /// harness's; then every mode carries it).
+    #[serde(default)]
+    pub failed_modes: Vec<String>,
 }
 
 /// One scenario.

@@ -283,6 +283,7 @@ mod tests {
             verdict: Verdict {
                 outcome: Outcome::Fail,
                 reasons: vec!["claim_first lost 2".into()],
+                failed_modes: Vec::new(),
             },
             timeline: BTreeMap::new(),
         };
@@ -318,6 +319,7 @@ mod tests {
             verdict: Verdict {
                 outcome: Outcome::Pass,
                 reasons: vec![],
+                failed_modes: Vec::new(),
             },
             timeline: BTreeMap::new(),
         });

@@ -219,6 +219,7 @@ fn unknown(s: &Scenario, cfg: &RunConfig, reason: String) -> ScenarioReport {
         verdict: Verdict {
             outcome: Outcome::Unknown,
             reasons: vec![format!("harness: {reason}")],
+            failed_modes: Vec::new(),
         },
         timeline: Default::default(),
     }

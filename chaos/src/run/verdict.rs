@@ -65,9 +65,13 @@ pub fn verdict(
         outcome = outcome.worst(Outcome::Unknown);
         reasons.push("harness: no mode reported".into());
     }
-    let mut check = |ok: bool, text: String| {
+    let mut failed_modes: Vec<String> = Vec::new();
+    let mut check = |mode: &str, ok: bool, text: String| {
         if !ok {
             outcome = outcome.worst(Outcome::Fail);
+            if !failed_modes.iter().any(|m| m == mode) {
+                failed_modes.push(mode.to_owned());
+            }
         }
         reasons.push(format!("{} {text}", if ok { "ok:" } else { "FAILED:" }));
     };
@@ -75,6 +79,7 @@ pub fn verdict(
         Expectation::SafeAndAvailable | Expectation::UnavailableButSafe => {
             for (name, m) in modes {
                 check(
+                    name,
                     m.exclusion_violations == 0,
                     format!(
                         "{name}: {} exclusion violations (want 0)",
@@ -82,9 +87,14 @@ pub fn verdict(
                     ),
                 );
                 // Negative is a rig bug, reported above as unknown; not a safety failure.
-                check(m.lost <= 0, format!("{name}: lost {} (want 0)", m.lost));
+                check(
+                    name,
+                    m.lost <= 0,
+                    format!("{name}: lost {} (want 0)", m.lost),
+                );
                 if expectation == Expectation::SafeAndAvailable {
                     check(
+                        name,
                         m.sections > 0,
                         format!(
                             "{name}: {} sections completed (want > 0: available)",
@@ -93,6 +103,7 @@ pub fn verdict(
                     );
                 } else {
                     check(
+                        name,
                         m.acquire_errors > 0,
                         format!(
                             "{name}: {} acquires failed on unreachable nodes (want > 0: the majority loss was felt, cleanly)",
@@ -105,10 +116,11 @@ pub fn verdict(
         Expectation::MayViolateFencingHolds => {
             match modes.get(CLAIM_FIRST) {
                 Some(m) => check(
+                    CLAIM_FIRST,
                     m.lost <= 0,
                     format!("{CLAIM_FIRST}: lost {} (want 0)", m.lost),
                 ),
-                None => check(false, format!("{CLAIM_FIRST}: did not run")),
+                None => check(CLAIM_FIRST, false, format!("{CLAIM_FIRST}: did not run")),
             }
             for (name, m) in modes.iter().filter(|(n, _)| *n != CLAIM_FIRST) {
                 reasons.push(format!(
@@ -118,7 +130,11 @@ pub fn verdict(
             }
         }
     }
-    Verdict { outcome, reasons }
+    Verdict {
+        outcome,
+        reasons,
+        failed_modes,
+    }
 }
 
 #[cfg(test)]

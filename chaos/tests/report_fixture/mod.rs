@@ -204,6 +204,7 @@ pub fn scenario(name: &str, seed: u64, grants_per_mode: usize, failing: bool) ->
                 "claim_first lost 0 (met)".into(),
                 "fault kill on n0 was never healed".into(),
             ],
+            failed_modes: vec!["none".into()],
         }
     } else {
         Verdict {
@@ -212,6 +213,7 @@ pub fn scenario(name: &str, seed: u64, grants_per_mode: usize, failing: bool) ->
                 "no exclusion violation, nothing lost in any mode (met)".into(),
                 "acquires succeeded during the faults (met)".into(),
             ],
+            failed_modes: Vec::new(),
         }
     };
     ScenarioReport {
