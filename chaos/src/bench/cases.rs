@@ -14,7 +14,7 @@
 //!   `t′`; the row is the distribution of `t′ − t`.
 //! - [`throughput`]: 64 tasks on 64 resources, acquire+release for a fixed time, the
 //!   clients taking turns in [`ROUNDS`] slices.
-//! - [`fencing_table_end_to_end`]: hook for `chaos fencing-table` (branch `fencing`).
+//! - [`fencing_table_end_to_end`]: `chaos fencing-table` on the bench's nodes, timed.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -360,16 +360,62 @@ async fn throughput_slice(
     *all.wall.get_or_insert(Duration::ZERO) += started.elapsed();
 }
 
-/// Note on the fencing-table row until the command is merged.
-pub const FENCING_TABLE_UNAVAILABLE: &str = "fencing-table not available in this build";
-
-/// Hook: time `chaos fencing-table` end to end on the bench's cluster. The command is
-/// being built on branch `fencing`; wire it here after the merge (run it against
-/// `urls`, time the whole run, return one row with `ops_per_s` = fenced writes/s).
-pub async fn fencing_table_end_to_end(_urls: &[String], _plan: &Plan) -> Row {
-    Row::skipped(
-        "fencing-table",
-        "chaos fencing-table",
-        FENCING_TABLE_UNAVAILABLE,
-    )
+/// Times `chaos fencing-table` end to end on the bench's nodes: the full table
+/// (3 rates × 3 modes × 5 runs × 10,000 sections, all runs in flight at once) or, with
+/// `--quick`, one run per setting of at most 1,000 sections. `ops_per_s` is completed
+/// sections per second over the whole table; `p50_us` carries the wall time.
+pub async fn fencing_table_end_to_end(urls: &[String], plan: &Plan) -> Row {
+    use crate::commands::fencing_table::{self, FencingTableArgs};
+    use crate::workload::mode::{Mode, Preset};
+    let (runs, sections, jobs) = if plan.fencing_table_full {
+        (5, 10_000, 45)
+    } else {
+        (1, 1_000, 9)
+    };
+    let rates = vec![0.001, 0.01, 0.05];
+    let total = rates.len() as f64 * 3.0 * f64::from(runs) * sections as f64;
+    let args = FencingTableArgs {
+        quick: false,
+        runs,
+        rates,
+        modes: vec![Mode::None, Mode::WriteOnly, Mode::ClaimFirst],
+        preset: Preset::Default,
+        workers: 8,
+        sections,
+        seed: Some(20_261_130),
+        jobs,
+        run_timeout: Duration::from_secs(30 * 60),
+        json: None,
+        pg_url: None,
+        nodes: urls.to_vec(),
+        flavour: crate::cluster::Flavour::Valkey,
+    };
+    let started = Instant::now();
+    let outcome = fencing_table::run(args).await;
+    let wall = started.elapsed();
+    let label = format!("{runs} run(s) × 9 settings × {sections} sections");
+    match outcome {
+        Ok(_) => Row {
+            case: "fencing-table".into(),
+            client: "ours-fenced".into(),
+            p50_us: Some(wall.as_secs_f64() * 1e6),
+            p99_us: None,
+            ops_per_s: Some(total / wall.as_secs_f64()),
+            timeouts: 0,
+            samples: 1,
+            errors: 0,
+            note: Some(format!(
+                "{label}: wall time {:.0} s (p50 column)",
+                wall.as_secs_f64()
+            )),
+        },
+        Err(e) => Row {
+            errors: 1,
+            ..Row::skipped(
+                "fencing-table",
+                "ours-fenced",
+                &format!("{label}: failed: {e}"),
+            )
+        },
+    }
 }
