@@ -190,7 +190,47 @@ pub async fn ensure_proxy_image(
         files.insert(lib.display().to_string(), bytes);
     }
     let dockerfile = dockerfile(IMAGE_CHAOS_PATH, &files);
-    ensure_built(docker, "proxy", &dockerfile, &files, run_id, started).await
+    let info = ensure_built(docker, "proxy", &dockerfile, &files, run_id, started).await?;
+    if info.built {
+        prune_stale_proxy_images(docker, &info.tag).await;
+    }
+    Ok(info)
+}
+
+/// Proxy images older than this, other than the current one, are removed when a new one is
+/// built: every rebuild of `chaos` makes a ~100 MB image, and only the newest is useful.
+/// Younger ones are left alone, as another run may be about to start a container from one.
+const STALE_PROXY_IMAGE: Duration = Duration::from_secs(600);
+
+/// Best effort: an image still used by a container is refused by the engine and kept.
+async fn prune_stale_proxy_images(docker: &Docker, keep: &str) {
+    use bollard::query_parameters::{ListImagesOptionsBuilder, RemoveImageOptionsBuilder};
+    let filters: HashMap<&str, Vec<&str>> = [("reference", vec!["redlock-chaos-proxy"])]
+        .into_iter()
+        .collect();
+    let Ok(images) = docker
+        .list_images(Some(
+            ListImagesOptionsBuilder::default()
+                .filters(&filters)
+                .build(),
+        ))
+        .await
+    else {
+        return;
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    for img in images {
+        let age = now.saturating_sub(u64::try_from(img.created).unwrap_or(u64::MAX));
+        if img.repo_tags.iter().any(|t| t == keep) || age < STALE_PROXY_IMAGE.as_secs() {
+            continue;
+        }
+        let opts = RemoveImageOptionsBuilder::default().force(false).build();
+        if docker.remove_image(&img.id, Some(opts), None).await.is_ok() {
+            tracing::debug!(image = ?img.repo_tags, "removed a stale proxy image");
+        }
+    }
 }
 
 /// Build `redlock-chaos-<name>:<hash>` unless that tag exists already.
