@@ -281,13 +281,7 @@ impl Redlock {
 
         if !votes.reached() {
             self.cleanup(&key, &token, &votes);
-            return Err(LockError::QuorumNotReached {
-                resource: resource.to_owned(),
-                granted: votes.yes,
-                required,
-                nodes: nodes.len(),
-                failures: votes.failures(nodes),
-            });
+            return Err(votes.quorum_error(resource, nodes));
         }
 
         let mut fence = None;
@@ -323,13 +317,7 @@ impl Redlock {
             .await;
             if !written.reached() {
                 self.cleanup(&key, &token, &votes);
-                return Err(LockError::QuorumNotReached {
-                    resource: resource.to_owned(),
-                    granted: written.yes,
-                    required,
-                    nodes: nodes.len(),
-                    failures: written.failures(nodes),
-                });
+                return Err(written.quorum_error(resource, nodes));
             }
             for (report, answer) in reports.iter_mut().zip(&written.answers) {
                 if let Some((_, latency)) = answer {

@@ -235,13 +235,7 @@ impl Lease {
         })
         .await;
         if !tally.reached() {
-            return Err(LockError::QuorumNotReached {
-                resource: self.resource.clone(),
-                granted: tally.yes,
-                required,
-                nodes: nodes.len(),
-                failures: tally.failures(nodes),
-            });
+            return Err(tally.quorum_error(&self.resource, nodes));
         }
         let elapsed = started.elapsed();
         let validity =

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use futures::stream::{FuturesUnordered, StreamExt};
 
-use crate::error::{NodeError, NodeFailure, NodeFailureReason};
+use crate::error::{LockError, NodeError, NodeFailure, NodeFailureReason};
 use crate::node::Node;
 
 /// One node's answer: `Ok(Some(v))` yes, `Ok(None)` no (held by another / not ours).
@@ -62,6 +62,17 @@ impl<T> Tally<T> {
                 })
             })
             .collect()
+    }
+
+    /// The error for a tally that did not reach its quorum.
+    pub(crate) fn quorum_error(&self, resource: &str, nodes: &[Arc<Node>]) -> LockError {
+        LockError::QuorumNotReached {
+            resource: resource.to_owned(),
+            granted: self.yes,
+            required: self.required,
+            nodes: nodes.len(),
+            failures: self.failures(nodes),
+        }
     }
 
     /// Nodes that said a definite "not ours".

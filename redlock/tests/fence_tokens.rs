@@ -1,14 +1,14 @@
-//! Fencing tokens against real redis-server processes.
+//! Fencing tokens against real Redis and Valkey servers.
 
-mod common_fence;
+mod support;
 
 use std::collections::HashSet;
 use std::time::Duration;
 
-use common_fence::Servers;
 use fenced_redlock::{FenceToken, Redlock};
+use support::{Cluster, Flavour};
 
-fn client(servers: &Servers) -> Redlock {
+fn client(servers: &Cluster) -> Redlock {
     Redlock::builder(servers.urls())
         .ttl(Duration::from_secs(5))
         .fencing(true)
@@ -18,24 +18,26 @@ fn client(servers: &Servers) -> Redlock {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tokens_strictly_increase_over_sequential_grants() {
-    let servers = Servers::start(5);
-    let lock = client(&servers);
-    let mut last = FenceToken::new(0);
-    for _ in 0..50 {
-        let lease = lock
-            .acquire("seq", Duration::from_secs(2))
-            .await
-            .expect("acquire");
-        let fence = lease.fence().expect("fencing on");
-        assert!(fence > last, "{fence} after {last}");
-        last = fence;
-        lease.release().await;
+    for flavour in Flavour::ALL {
+        let servers = Cluster::start(flavour, 5);
+        let lock = client(&servers);
+        let mut last = FenceToken::new(0);
+        for _ in 0..50 {
+            let lease = lock
+                .acquire("seq", Duration::from_secs(2))
+                .await
+                .expect("acquire");
+            let fence = lease.fence().expect("fencing on");
+            assert!(fence > last, "{flavour:?}: {fence} after {last}");
+            last = fence;
+            lease.release().await;
+        }
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tokens_still_increase_after_flushall_on_a_minority() {
-    let servers = Servers::start(5);
+    let servers = Cluster::start(Flavour::Valkey, 5);
     let lock = client(&servers);
     let mut last = FenceToken::new(0);
     for round in 0..10 {
@@ -48,14 +50,17 @@ async fn tokens_still_increase_after_flushall_on_a_minority() {
         last = fence;
         lease.release().await;
         // N − quorum = 2 nodes forget everything, a different pair each round.
-        servers.flushall(round % 5).await;
-        servers.flushall((round + 2) % 5).await;
+        for i in [round % 5, (round + 2) % 5] {
+            let _: () = redis::cmd("FLUSHALL")
+                .query(&mut servers.servers[i].admin())
+                .expect("FLUSHALL");
+        }
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_two_leases_share_a_token_under_contention() {
-    let servers = Servers::start(5);
+    let servers = Cluster::start(Flavour::Redis, 5);
     let lock = client(&servers);
     let mut tasks = Vec::new();
     for _ in 0..16 {
