@@ -18,6 +18,14 @@ use crate::script;
 use crate::token::Token;
 use crate::validity;
 
+/// Pause before looking again when an attempt made on a release notice failed.
+const RECHECK_AFTER_NOTICE: Duration = Duration::from_millis(10);
+
+/// `base` jittered by ±50 %, so waiters that failed together do not retry together.
+fn jittered(base: Duration) -> Duration {
+    base.mul_f64(rand::rng().random_range(0.5..1.5))
+}
+
 /// Connections and notification tasks, shared by clones and by leases.
 #[derive(Debug)]
 pub(crate) struct Shared {
@@ -187,6 +195,7 @@ impl Redlock {
         let releases =
             (self.settings.notify && !wait.is_zero()).then(|| self.notifier().watch(&key));
         let mut attempts = 0u32;
+        let mut woken = false;
         loop {
             attempts = attempts.saturating_add(1);
             let err = match self.attempt(resource).await {
@@ -206,22 +215,26 @@ impl Redlock {
                     last: Box::new(err),
                 });
             }
-            let pause = self.jittered_retry_delay().min(deadline - now);
+            // An attempt made on a release notice can reach nodes whose delete has not
+            // landed yet, and the notices that followed may have been spent on it; look
+            // again shortly instead of waiting a whole retry delay.
+            let base = if woken {
+                self.settings.retry_delay.min(RECHECK_AFTER_NOTICE)
+            } else {
+                self.settings.retry_delay
+            };
+            let pause = jittered(base).min(deadline - now);
+            woken = false;
             match &releases {
                 Some(watcher) => {
                     tokio::select! {
                         () = tokio::time::sleep(pause) => {}
-                        () = watcher.released() => {}
+                        () = watcher.released() => woken = true,
                     }
                 }
                 None => tokio::time::sleep(pause).await,
             }
         }
-    }
-
-    fn jittered_retry_delay(&self) -> Duration {
-        let factor: f64 = rand::rng().random_range(0.5..1.5);
-        self.settings.retry_delay.mul_f64(factor)
     }
 
     fn notifier(&self) -> &Arc<Notifier> {

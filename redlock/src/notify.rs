@@ -10,7 +10,8 @@
 //! unheard; so each node's confirmation also wakes one waiter to try again at once.
 //!
 //! Each release is heard up to N times (once per node); the id makes it count once, and
-//! it wakes **one** waiting acquire of this client, not all of them: the waiters of one
+//! it wakes **one** waiting acquire of this client (which looks again 10 ms later if its
+//! attempt raced the release's deletes), not all of them: the waiters of one
 //! process do not stampede the nodes and split the votes among themselves. Waiters that
 //! hear nothing (a subscription still being made, a lease that expired instead of being
 //! released, a node down) fall back to jittered polling, so notifications only ever make
@@ -74,7 +75,8 @@ impl Registry {
         }
     }
 
-    /// Wakes one waiter of `channel` for a release not heard before.
+    /// Wakes one waiter of `channel` for a release not heard before. (Its attempt may reach
+    /// nodes whose delete has not landed yet; the waiter then looks again shortly.)
     fn announce(&self, channel: &str, release: String) {
         let mut watched = self.lock();
         if let Some(w) = watched.get_mut(channel)
