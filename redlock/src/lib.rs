@@ -100,3 +100,8 @@ pub use fence::FenceToken;
 pub use lease::{Lease, NodeOutcome, NodeReport, ReleaseOutcome, ReleaseReport};
 pub use renew::{LeaseStatus, LossReason, RenewOptions, RenewingLease};
 pub use validity::quorum;
+
+/// The crate README's example, compiled as a doctest so it cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
