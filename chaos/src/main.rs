@@ -12,6 +12,14 @@
 //! - `chaos bench`: our client beside the Rust peers on one local cluster, as ratios.
 //! - `chaos run`: every scenario end to end with verdicts (see the library's `run`).
 //! - `chaos worker` (hidden): one worker process of `chaos run`.
+//!
+//! # Exit codes (the CI contract)
+//! | code | meaning |
+//! |---|---|
+//! | 0 | done; every expectation met (`--help` and `--version` too) |
+//! | 1 | a safety expectation failed (`run`, `report --exit-code`, `fencing-table`), or `lock` was not granted |
+//! | 2 | the harness failed: a server, container, proxy or database could not be run or reached |
+//! | 64 | usage: the command line is wrong (`EX_USAGE`); nothing was started |
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -29,7 +37,13 @@ use redlock_chaos::commands::run::{self as run_cmd, RunArgs};
 use redlock_chaos::run::worker_proc::{self, WorkerArgs};
 
 #[derive(Debug, Parser)]
-#[command(name = "chaos", about = "Chaos rig for fenced-redlock")]
+#[command(
+    name = "chaos",
+    version,
+    propagate_version = true,
+    about = "Chaos rig for fenced-redlock",
+    after_help = "Exit codes: 0 pass, 1 a safety expectation failed, 2 the harness failed, 64 usage error."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -45,7 +59,7 @@ enum Command {
     },
     /// Bring up a cluster of primaries and leave it running.
     Up(UpArgs),
-    /// Remove everything labelled (docker) and stop processes recorded in the state file (local).
+    /// Remove what `chaos up` left: the run in the state file, `--run ID`, or `--all` runs.
     Down(DownArgs),
     /// List the named fault scenarios: name, what happens, what the run should show.
     Scenarios,
@@ -102,9 +116,16 @@ struct UpArgs {
 
 #[derive(Debug, Args)]
 struct DownArgs {
-    /// State file written by `chaos up`.
+    /// State file written by `chaos up`; its run is the one removed by default.
     #[arg(long, default_value_os_t = state::default_path())]
     state: PathBuf,
+    /// Remove this run's labelled Docker resources (the id `chaos up` and reports print),
+    /// e.g. one a crashed run left behind.
+    #[arg(long, conflicts_with = "all")]
+    run: Option<String>,
+    /// Remove every run's labelled Docker resources on this engine, other users' included.
+    #[arg(long)]
+    all: bool,
     /// Also remove the cached server images.
     #[arg(long)]
     images: bool,
@@ -147,7 +168,18 @@ async fn bench(args: BenchArgs) -> Result<(), redlock_chaos::bench::BenchError> 
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let usage = e.use_stderr();
+            let _ = e.print();
+            return if usage {
+                ExitCode::from(EXIT_USAGE)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
     // `chaos run` prints its own progress; the proxy's per-connection warnings (expected
     // while nodes are killed) and the nemesis's info lines would drown it.
     let default_filter = match cli.command {
@@ -184,13 +216,20 @@ async fn main() -> ExitCode {
         }
         Command::FencingTable(args) => {
             return match fencing_table::run(args).await {
-                Ok(table) => {
-                    print!("{table}");
-                    ExitCode::SUCCESS
+                Ok(outcome) => {
+                    print!("{}", outcome.text);
+                    for f in &outcome.safety_failures {
+                        eprintln!("chaos: safety: {f}");
+                    }
+                    if outcome.safety_failures.is_empty() {
+                        ExitCode::SUCCESS
+                    } else {
+                        ExitCode::FAILURE
+                    }
                 }
                 Err(e) => {
                     eprintln!("chaos: {e}");
-                    ExitCode::FAILURE
+                    ExitCode::from(EXIT_HARNESS)
                 }
             };
         }
@@ -207,7 +246,7 @@ async fn main() -> ExitCode {
                 }
                 Err(e) => {
                     eprintln!("chaos: {e}");
-                    ExitCode::from(2)
+                    ExitCode::from(EXIT_HARNESS)
                 }
             };
         }
@@ -217,10 +256,24 @@ async fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("chaos: {e}");
-            ExitCode::FAILURE
+            if e.downcast_ref::<UsageError>().is_some() {
+                ExitCode::from(EXIT_USAGE)
+            } else {
+                ExitCode::from(EXIT_HARNESS)
+            }
         }
     }
 }
+
+/// The harness failed (see the exit-code table in the module docs).
+const EXIT_HARNESS: u8 = 2;
+/// The command line is wrong (`EX_USAGE` of sysexits.h).
+const EXIT_USAGE: u8 = 64;
+
+/// A command line that parses but cannot be acted on (exit 64).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct UsageError(String);
 
 fn report(args: ReportArgs) -> ExitCode {
     match redlock_chaos::report::rerender(&args.dir) {
@@ -236,7 +289,7 @@ fn report(args: ReportArgs) -> ExitCode {
         }
         Err(e) => {
             eprintln!("chaos: {e}");
-            ExitCode::from(2)
+            ExitCode::from(EXIT_HARNESS)
         }
     }
 }
@@ -293,11 +346,27 @@ async fn up(args: UpArgs) -> Result<(), cluster::ClusterError> {
     Ok(())
 }
 
-async fn down(args: DownArgs) -> Result<(), cluster::ClusterError> {
+async fn down(args: DownArgs) -> Result<(), Box<dyn std::error::Error>> {
     let st = if args.state.exists() {
         Some(ClusterState::read(&args.state)?)
     } else {
         None
+    };
+    // Which Docker runs to remove: never every user's runs unless asked for (`--all`).
+    let docker_runs: Option<Option<String>> = match (&args.run, args.all, &st) {
+        (Some(id), _, _) => Some(Some(id.clone())),
+        (None, true, _) => Some(None),
+        (None, false, Some(st)) if st.backend == BackendKind::Docker => {
+            Some(Some(st.run_id.clone()))
+        }
+        (None, false, Some(_)) => None,
+        (None, false, None) => {
+            return Err(UsageError(format!(
+                "no state file at {}: name the run to remove with --run ID (see `docker ps --filter label=redlock-chaos.run`), or --all for every run on this engine",
+                args.state.display()
+            ))
+            .into());
+        }
     };
     if let Some(st) = &st
         && st.backend == BackendKind::Local
@@ -306,8 +375,10 @@ async fn down(args: DownArgs) -> Result<(), cluster::ClusterError> {
         println!("local run {}: stopped {n} processes", st.run_id);
     }
     // Docker resources are found by label, state file or not (a crashed run writes none).
-    if docker::engine_available().await {
-        let removed = docker::remove_labelled(None).await?;
+    if let Some(run) = docker_runs
+        && docker::engine_available().await
+    {
+        let removed = docker::remove_labelled(run.as_deref()).await?;
         println!(
             "docker: removed {} containers, {} networks, {} volumes",
             removed.containers.len(),

@@ -70,11 +70,21 @@ pub struct FencingTableArgs {
     pub flavour: Flavour,
 }
 
-/// Runs the command; returns the rendered table.
+/// What `chaos fencing-table` produced.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// The rendered table, with the seed and wall time.
+    pub text: String,
+    /// Safety findings (see [`table::TableResult::safety_failures`]); the command exits 1 when
+    /// there are any.
+    pub safety_failures: Vec<String>,
+}
+
+/// Runs the command; returns the rendered table and its safety findings.
 ///
 /// # Errors
 /// A message saying what failed and what to change.
-pub async fn run(args: FencingTableArgs) -> Result<String, String> {
+pub async fn run(args: FencingTableArgs) -> Result<Outcome, String> {
     let seed = args.seed.unwrap_or_else(rand::random);
     let sections = if args.quick {
         args.sections.min(QUICK_SECTIONS)
@@ -160,9 +170,12 @@ pub async fn run(args: FencingTableArgs) -> Result<String, String> {
         let json = serde_json::to_string_pretty(&result).map_err(|e| e.to_string())?;
         std::fs::write(path, json).map_err(|e| format!("writing {}: {e}", path.display()))?;
     }
-    Ok(format!(
-        "{}seed {seed}; {sections} sections per run; wall time {:.1}s\n",
-        table::render(&result),
-        wall.as_secs_f64()
-    ))
+    Ok(Outcome {
+        text: format!(
+            "{}seed {seed}; {sections} sections per run; wall time {:.1}s\n",
+            table::render(&result),
+            wall.as_secs_f64()
+        ),
+        safety_failures: result.safety_failures(),
+    })
 }

@@ -67,6 +67,34 @@ pub struct TableResult {
     pub rows: Vec<Row>,
 }
 
+impl TableResult {
+    /// What a correct lock and resource must never show, one line per finding: an update
+    /// lost by claim-first, or an exclusion violation in any run. Empty when the table is
+    /// safe (losses without fencing and in write-only are the table's subject, not failures).
+    pub fn safety_failures(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for row in &self.rows {
+            for (i, r) in row.runs.iter().enumerate() {
+                if row.mode == Mode::ClaimFirst && r.lost != 0 {
+                    out.push(format!(
+                        "claim_first lost {} at stall rate {} (run {i})",
+                        r.lost, row.stall_rate
+                    ));
+                }
+                if r.exclusion_violations > 0 {
+                    out.push(format!(
+                        "{} exclusion violation(s) in {} at stall rate {} (run {i})",
+                        r.exclusion_violations,
+                        row.mode.name(),
+                        row.stall_rate
+                    ));
+                }
+            }
+        }
+        out
+    }
+}
+
 /// Called after each finished run with `(done, total, rate, mode, run, report, elapsed)`.
 pub type Progress = dyn Fn(usize, usize, f64, Mode, u32, &RunReport, Duration) + Send + Sync;
 
@@ -200,6 +228,40 @@ mod tests {
             rejected: 0,
             exclusion_violations: 0,
         }
+    }
+
+    #[test]
+    fn safety_failures_are_claim_first_losses_and_violations_only() {
+        let row = |mode, r| Row {
+            stall_rate: 0.01,
+            mode,
+            runs: vec![r],
+        };
+        let safe = TableResult {
+            seed: 1,
+            rows: vec![
+                row(Mode::None, report(40)),
+                row(Mode::WriteOnly, report(2)),
+                row(Mode::ClaimFirst, report(0)),
+            ],
+        };
+        assert!(safe.safety_failures().is_empty());
+        let lost = TableResult {
+            seed: 1,
+            rows: vec![row(Mode::ClaimFirst, report(1))],
+        };
+        assert_eq!(lost.safety_failures().len(), 1);
+        let overlap = TableResult {
+            seed: 1,
+            rows: vec![row(
+                Mode::None,
+                RunReport {
+                    exclusion_violations: 3,
+                    ..report(0)
+                },
+            )],
+        };
+        assert!(overlap.safety_failures()[0].contains("3 exclusion violation"));
     }
 
     #[test]
