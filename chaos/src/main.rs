@@ -199,7 +199,7 @@ async fn main() -> ExitCode {
             redlock_chaos::proxy::run(listen).await.map_err(Into::into)
         }
         Command::Up(args) => up(args).await.map_err(Into::into),
-        Command::Down(args) => down(args).await.map_err(Into::into),
+        Command::Down(args) => down(args).await,
         Command::Run(args) => return ExitCode::from(run_cmd::run(args).await),
         Command::Worker(args) => return ExitCode::from(worker_proc::serve(args).await),
         Command::Scenarios => {
