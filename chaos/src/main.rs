@@ -145,6 +145,13 @@ struct BenchArgs {
     /// AOF fsync policy of the nodes during the run (5 nodes share one disk here).
     #[arg(long, value_enum, default_value_t = redlock_chaos::bench::AppendFsync::Everysec)]
     appendfsync: redlock_chaos::bench::AppendFsync,
+    /// Rounds of every case; rows report the median of the per-round values and their
+    /// range (default: 3, or 1 with --quick).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=50))]
+    repeat: Option<u32>,
+    /// Only these cases, comma-separated (default: all).
+    #[arg(long = "case", value_enum, value_delimiter = ',')]
+    cases: Vec<redlock_chaos::bench::Case>,
 }
 
 async fn bench(args: BenchArgs) -> Result<(), redlock_chaos::bench::BenchError> {
@@ -152,6 +159,12 @@ async fn bench(args: BenchArgs) -> Result<(), redlock_chaos::bench::BenchError> 
     let mut config = BenchConfig::new(args.quick);
     config.flavour = args.flavour;
     config.appendfsync = args.appendfsync;
+    if let Some(r) = args.repeat {
+        config.repeat = r as usize;
+    }
+    if !args.cases.is_empty() {
+        config.cases = args.cases;
+    }
     let report = bench::run(&config).await?;
     print!("{}", bench::table::render(&report));
     if let Some(path) = &args.json {

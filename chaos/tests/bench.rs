@@ -98,3 +98,48 @@ fn quick_bench_writes_a_complete_report() {
         );
     }
 }
+
+/// `--repeat` and `--case`: only the named cases run, each row aggregates every round and
+/// carries its p50 range.
+#[test]
+fn repeat_and_case_selection() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let json = dir.path().join("bench.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_chaos"))
+        .args([
+            "bench",
+            "--quick",
+            "--repeat",
+            "2",
+            "--case",
+            "healthy,hand-off",
+        ])
+        .arg("--json")
+        .arg(&json)
+        .env("RUST_LOG", "info")
+        .output()
+        .expect("run chaos bench");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "chaos bench failed: {stderr}");
+    assert!(stderr.contains("round 2/2"), "no progress line: {stderr}");
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).expect("read json"))
+        .expect("valid JSON");
+    assert_eq!(report["machine"]["repeat"], 2);
+    let cases = report["cases"].as_array().expect("cases array");
+    assert!(!cases.is_empty());
+    for row in cases {
+        let case = row["case"].as_str().expect("case");
+        assert!(
+            case == "healthy" || case == "hand-off",
+            "case {case} was not selected"
+        );
+        assert_eq!(row["rounds"], 2, "{row}");
+        let range = row["p50_range_us"].as_array().expect("p50 range");
+        let (lo, hi) = (
+            range[0].as_f64().expect("lo"),
+            range[1].as_f64().expect("hi"),
+        );
+        let p50 = row["p50_us"].as_f64().expect("p50");
+        assert!(lo <= p50 && p50 <= hi, "{row}");
+    }
+}

@@ -144,7 +144,7 @@ pub async fn latency(lanes: &mut [Lane], samples: usize, warmup: usize, plan: &P
     for _ in 0..ROUNDS {
         for lane in lanes.iter_mut() {
             for _ in 0..per_round {
-                if lane.stopped || lane.samples.latencies.len() >= samples {
+                if lane.stopped || lane.samples.len() >= samples {
                     break;
                 }
                 let resource = format!("bench:{}:{}", lane.case, lane.client.name());
@@ -182,7 +182,7 @@ pub async fn acquire_only(
     for _ in 0..ROUNDS {
         for lane in lanes.iter_mut() {
             for _ in 0..per_round {
-                if lane.stopped || lane.samples.latencies.len() >= samples {
+                if lane.stopped || lane.samples.len() >= samples {
                     break;
                 }
                 // A fresh resource per sample: releases still waiting on a slow or frozen
@@ -342,9 +342,7 @@ async fn throughput_slice(
         while let Some(r) = tasks.join_next().await {
             match r {
                 Ok(s) => {
-                    all.latencies.extend(s.latencies);
-                    all.errors += s.errors;
-                    all.timeouts += s.timeouts;
+                    all.merge(&s);
                 }
                 Err(e) => {
                     note.get_or_insert_with(|| format!("task: {e}"));
@@ -396,18 +394,17 @@ pub async fn fencing_table_end_to_end(urls: &[String], plan: &Plan) -> Row {
     let label = format!("{runs} run(s) × 9 settings × {sections} sections");
     match outcome {
         Ok(_) => Row {
-            case: "fencing-table".into(),
-            client: "ours-fenced".into(),
             p50_us: Some(wall.as_secs_f64() * 1e6),
-            p99_us: None,
             ops_per_s: Some(total / wall.as_secs_f64()),
-            timeouts: 0,
             samples: 1,
-            errors: 0,
-            note: Some(format!(
-                "{label}: wall time {:.0} s (p50 column)",
-                wall.as_secs_f64()
-            )),
+            ..Row::skipped(
+                "fencing-table",
+                "ours-fenced",
+                &format!(
+                    "{label}: wall time {:.0} s (p50 column)",
+                    wall.as_secs_f64()
+                ),
+            )
         },
         Err(e) => Row {
             errors: 1,

@@ -14,7 +14,8 @@
 //!   timing `chaos fencing-table` end to end.
 //! - [`ceiling`]: `redis-benchmark` for the same command mix, and why one lock op costs a
 //!   `SET` + an `EVAL` on every node, so the ceiling is the per-node pair rate.
-//! - [`stats`]: p50/p99 (exact, by sorting). [`table`]: the printed table.
+//! - [`stats`]: p50/p99 from HDR histograms, and the crate's one percentile.
+//!   [`table`]: the printed table.
 //!
 //! # Cases, in run order
 //! 1. **healthy** — acquire+release on one resource, no contention; clients take turns in
@@ -31,6 +32,11 @@
 //!    or panic. Last, so hung peer connections cannot disturb the other cases.
 //! 7. **fencing-table** — the whole `chaos fencing-table` on these nodes, timed (full: 45
 //!    runs of 10,000 sections at once; `--quick`: 9 runs of 1,000).
+//!
+//! `--repeat K` (default 3, 1 with `--quick`) runs cases 1–6 K times on the same nodes;
+//! every row is the median of its K per-round values, with the p50 and ops/s ranges beside
+//! it, so "within noise" is a number. `--case NAME,…` runs a subset. A log line before each
+//! case says the round and an estimate of what remains.
 //!
 //! Every lane stops at `max_timeouts` samples cut at the 2 s cap or at its time budget,
 //! whichever comes first, so slow peers bound the run instead of stretching it.
@@ -222,9 +228,51 @@ impl AppendFsync {
     }
 }
 
+/// A case `--case` can select (acquire-only rows come with `acquire`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+#[value(rename_all = "kebab-case")]
+pub enum Case {
+    /// Acquire+release, no contention.
+    Healthy,
+    /// Acquire+release with one node 50 ms away.
+    SlowNode,
+    /// Acquire alone, healthy and slow node interleaved.
+    Acquire,
+    /// Release → waiting acquire.
+    HandOff,
+    /// 64 tasks × 64 resources, and the `redis-benchmark` ceiling.
+    Throughput,
+    /// Acquire with one node frozen.
+    FrozenNode,
+    /// `chaos fencing-table`, timed end to end (once, after the rounds).
+    FencingTable,
+}
+
+impl Case {
+    /// Every case, in run order.
+    pub const ALL: [Case; 7] = [
+        Case::Healthy,
+        Case::SlowNode,
+        Case::Acquire,
+        Case::HandOff,
+        Case::Throughput,
+        Case::FrozenNode,
+        Case::FencingTable,
+    ];
+}
+
+/// Rounds of the full run: enough for a median and a range per client.
+pub const DEFAULT_REPEAT: usize = 3;
+
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct BenchConfig {
+    /// Rounds of every selected case (except the fencing table, timed once); each row
+    /// reports the median of its per-round values and their range.
+    pub repeat: usize,
+    /// Cases to run, in [`Case::ALL`] order whatever the order given.
+    pub cases: Vec<Case>,
     /// AOF fsync policy of the nodes during the run.
     pub appendfsync: AppendFsync,
     /// Server implementation of the 5 local primaries.
@@ -239,6 +287,8 @@ impl BenchConfig {
     /// Full or quick, on Valkey.
     pub fn new(quick: bool) -> Self {
         BenchConfig {
+            repeat: if quick { 1 } else { DEFAULT_REPEAT },
+            cases: Case::ALL.to_vec(),
             appendfsync: AppendFsync::Everysec,
             flavour: Flavour::Valkey,
             plan: if quick { Plan::quick() } else { Plan::full() },
@@ -268,6 +318,20 @@ pub struct Row {
     pub errors: u32,
     /// Why a row is short or empty.
     pub note: Option<String>,
+    /// Rounds this row aggregates (`--repeat`); p50, p99 and ops/s are the medians of the
+    /// per-round values, samples, timeouts and errors their sums.
+    #[serde(default = "one")]
+    pub rounds: usize,
+    /// Lowest and highest per-round p50, µs (the spread "within noise" means).
+    #[serde(default)]
+    pub p50_range_us: Option<[f64; 2]>,
+    /// Lowest and highest per-round ops/s.
+    #[serde(default)]
+    pub ops_range: Option<[f64; 2]>,
+}
+
+fn one() -> usize {
+    1
 }
 
 impl Row {
@@ -284,6 +348,9 @@ impl Row {
             samples: summary.map_or(0, |x| x.samples),
             errors: s.errors,
             note,
+            rounds: 1,
+            p50_range_us: None,
+            ops_range: None,
         }
     }
 
@@ -326,6 +393,9 @@ pub struct Machine {
     pub quick: bool,
     /// The nodes' `appendfsync` during the run.
     pub appendfsync: AppendFsync,
+    /// Rounds of every case (`--repeat`).
+    #[serde(default = "one")]
+    pub repeat: usize,
 }
 
 /// The whole result (`--json`).
@@ -378,6 +448,7 @@ pub async fn run(config: &BenchConfig) -> Result<BenchReport, BenchError> {
         ttl_ms: config.plan.ttl.as_millis() as u64,
         quick: config.quick,
         appendfsync: config.appendfsync,
+        repeat: config.repeat,
     };
     Ok(BenchReport {
         ratios: ratios(&cases, node_timeout),
@@ -496,109 +567,212 @@ async fn run_on(cluster: &LocalCluster, config: &BenchConfig) -> Result<Outcome,
     }
     .await;
     let result = match slow {
-        Ok(slow_urls) => cases_on(cluster, plan, &urls, &slow_urls, &admin, &mut notes).await,
+        Ok(slow_urls) => rounds(cluster, config, &urls, &slow_urls, &admin, &mut notes).await,
         Err(e) => Err(e),
     };
     let stopped = proxy_server.shutdown().await;
-    let (rows, node_timeout) = result?;
+    let (mut rows, node_timeout) = result?;
     stopped.map_err(|e| BenchError::Proxy(e.to_string()))?;
+    if config.cases.contains(&Case::FencingTable) {
+        tracing::info!("bench: fencing table (once)");
+        rows.push(cases::fencing_table_end_to_end(&urls, plan).await);
+    }
     Ok((rows, notes, node_timeout))
 }
 
-async fn cases_on(
+/// `config.repeat` rounds of the selected cases, a progress line per case with an
+/// estimate of what remains, then one row per (case, client) over all rounds.
+async fn rounds(
     cluster: &LocalCluster,
-    plan: &Plan,
+    config: &BenchConfig,
     urls: &[String],
     slow_urls: &[String],
     admin: &[SocketAddr],
     notes: &mut Vec<String>,
 ) -> Result<(Vec<Row>, Duration), BenchError> {
+    let started = std::time::Instant::now();
+    let repeat = config.repeat.max(1);
+    let mut all = Vec::with_capacity(repeat);
+    let mut node_timeout = Duration::ZERO;
+    for round in 0..repeat {
+        let progress = Progress {
+            round,
+            repeat,
+            started,
+        };
+        let (rows, nt) =
+            cases_on(cluster, config, urls, slow_urls, admin, notes, &progress).await?;
+        node_timeout = nt;
+        all.push(rows);
+    }
+    Ok((aggregate(&all), node_timeout))
+}
+
+/// Where the rounds are, for the log line before each case.
+struct Progress {
+    round: usize,
+    repeat: usize,
+    started: std::time::Instant,
+}
+
+impl Progress {
+    fn case(&self, name: &str) {
+        let elapsed = self.started.elapsed();
+        let eta = if self.round == 0 {
+            "estimate after the first round".to_owned()
+        } else {
+            let per_round = elapsed.as_secs_f64() / self.round as f64;
+            let left = per_round * (self.repeat - self.round) as f64;
+            format!("about {:.0} s of rounds left", left)
+        };
+        tracing::info!(
+            "bench: round {}/{}: {name} ({:.0} s in; {eta})",
+            self.round + 1,
+            self.repeat,
+            elapsed.as_secs_f64()
+        );
+    }
+}
+
+/// One row per (case, client) over the rounds: medians of the per-round p50, p99 and ops/s,
+/// the p50 and ops/s ranges, summed counts, the first note.
+pub fn aggregate(rounds: &[Vec<Row>]) -> Vec<Row> {
+    let mut order: Vec<(String, String)> = Vec::new();
+    let mut by_key: BTreeMap<(String, String), Vec<&Row>> = BTreeMap::new();
+    for row in rounds.iter().flatten() {
+        let key = (row.case.clone(), row.client.clone());
+        if !by_key.contains_key(&key) {
+            order.push(key.clone());
+        }
+        by_key.entry(key).or_default().push(row);
+    }
+    let range = |v: &[f64]| -> Option<[f64; 2]> {
+        let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        (lo.is_finite() && hi.is_finite()).then_some([lo, hi])
+    };
+    order
+        .into_iter()
+        .filter_map(|key| {
+            let rows = by_key.get(&key)?;
+            let p50s: Vec<f64> = rows.iter().filter_map(|r| r.p50_us).collect();
+            let p99s: Vec<f64> = rows.iter().filter_map(|r| r.p99_us).collect();
+            let ops: Vec<f64> = rows.iter().filter_map(|r| r.ops_per_s).collect();
+            Some(Row {
+                case: key.0.clone(),
+                client: key.1.clone(),
+                p50_us: stats::median(&p50s),
+                p99_us: stats::median(&p99s),
+                ops_per_s: stats::median(&ops),
+                timeouts: rows.iter().map(|r| r.timeouts).sum(),
+                samples: rows.iter().map(|r| r.samples).sum(),
+                errors: rows.iter().map(|r| r.errors).sum(),
+                note: rows.iter().find_map(|r| r.note.clone()),
+                rounds: rows.len(),
+                p50_range_us: range(&p50s),
+                ops_range: range(&ops),
+            })
+        })
+        .collect()
+}
+
+async fn cases_on(
+    cluster: &LocalCluster,
+    config: &BenchConfig,
+    urls: &[String],
+    slow_urls: &[String],
+    admin: &[SocketAddr],
+    notes: &mut Vec<String>,
+    progress: &Progress,
+) -> Result<(Vec<Row>, Duration), BenchError> {
+    let plan = &config.plan;
+    let on = |c: Case| config.cases.contains(&c);
     let (direct, node_timeout) = build_set(urls, plan.ttl, Some(&urls[0])).await?;
     let mut rows = Vec::new();
-
-    tracing::info!("bench: healthy, slow node");
     let (slow, _) = build_set(slow_urls, plan.ttl, None).await?;
-    let mut healthy: Vec<Lane> = direct.iter().map(|c| Lane::new("healthy", c)).collect();
-    cases::latency(&mut healthy, plan.healthy, plan.warmup, plan).await;
-    let mut slow_cycle: Vec<Lane> = slow.iter().map(|c| Lane::new("slow-node", c)).collect();
-    cases::latency(&mut slow_cycle, plan.slow, plan.warmup.min(5), plan).await;
-    // Acquire alone: healthy and slow-node lanes take turns, in the same detached rhythm,
-    // so the slow-node/healthy ratio compares like with like.
-    let mut acquire: Vec<Lane> = direct
-        .iter()
-        .map(|c| Lane::new("healthy/acquire", c))
-        .chain(slow.iter().map(|c| Lane::new("slow-node/acquire", c)))
-        .collect();
-    let mut pending = JoinSet::new();
-    cases::acquire_only(&mut acquire, plan.acquire_only, plan, &mut pending).await;
-    drain(&mut pending).await;
-    drop(slow);
-    rows.extend(
-        healthy
+
+    if on(Case::Healthy) {
+        progress.case("healthy");
+        let mut healthy: Vec<Lane> = direct.iter().map(|c| Lane::new("healthy", c)).collect();
+        cases::latency(&mut healthy, plan.healthy, plan.warmup, plan).await;
+        rows.extend(healthy.iter().map(Lane::row));
+    }
+    if on(Case::SlowNode) {
+        progress.case("slow node");
+        let mut slow_cycle: Vec<Lane> = slow.iter().map(|c| Lane::new("slow-node", c)).collect();
+        cases::latency(&mut slow_cycle, plan.slow, plan.warmup.min(5), plan).await;
+        rows.extend(slow_cycle.iter().map(Lane::row));
+    }
+    if on(Case::Acquire) {
+        progress.case("acquire only (healthy and slow node)");
+        // Acquire alone: healthy and slow-node lanes take turns, in the same detached
+        // rhythm, so the slow-node/healthy ratio compares like with like.
+        let mut acquire: Vec<Lane> = direct
             .iter()
-            .chain(&slow_cycle)
-            .chain(&acquire)
-            .map(Lane::row),
-    );
+            .map(|c| Lane::new("healthy/acquire", c))
+            .chain(slow.iter().map(|c| Lane::new("slow-node/acquire", c)))
+            .collect();
+        let mut pending = JoinSet::new();
+        cases::acquire_only(&mut acquire, plan.acquire_only, plan, &mut pending).await;
+        drain(&mut pending).await;
+        rows.extend(acquire.iter().map(Lane::row));
+    }
+    drop(slow);
 
-    tracing::info!("bench: hand-off");
-    let (holders, _) = build_set(urls, plan.ttl, None).await?;
-    rows.extend(cases::handoff(&holders, &direct, plan).await);
-    drop(holders);
-
-    tracing::info!("bench: throughput");
-    rows.extend(cases::throughput(&direct, plan).await);
-    match ceiling::locate() {
-        None => {
-            rows.push(Row::skipped(
-                "throughput",
-                "redis-benchmark",
-                "redis-benchmark not found",
-            ));
-        }
-        Some(bin) => {
-            let limit = plan.throughput * 6 + Duration::from_secs(30);
-            match ceiling::measure(
-                &bin,
-                admin,
-                plan.ceiling_requests,
-                plan.tasks as u32,
-                plan.ttl,
-                limit,
-            )
-            .await
-            {
-                Ok(c) => {
-                    let mut row = Row::skipped("throughput", "redis-bench-ceil", "");
-                    row.ops_per_s = Some(c.lock_ops_per_s);
-                    row.note = Some("lock ops/s = per-node (SET+EVAL) pair rate".into());
-                    rows.push(row);
-                    notes.push(format!(
-                        "ceiling: SET NX PX per node {:?}/s, EVAL compare-and-delete per node {:?}/s (5 nodes at once, -c {} -P 1)",
-                        c.set_rates.iter().map(|r| r.round()).collect::<Vec<_>>(),
-                        c.eval_rates.iter().map(|r| r.round()).collect::<Vec<_>>(),
-                        plan.tasks
-                    ));
-                }
-                Err(e) => rows.push(Row::skipped(
-                    "throughput",
-                    "redis-bench-ceil",
-                    &e.to_string(),
-                )),
-            }
-        }
+    if on(Case::HandOff) {
+        progress.case("hand-off");
+        let (holders, _) = build_set(urls, plan.ttl, None).await?;
+        rows.extend(cases::handoff(&holders, &direct, plan).await);
     }
 
-    tracing::info!("bench: frozen node");
-    let frozen_clients: Vec<Client> = direct
-        .iter()
-        .filter(|c| c.name() != "floor-1-node")
-        .cloned()
-        .collect();
-    rows.extend(frozen_case(cluster, &frozen_clients, plan).await?);
+    if on(Case::Throughput) {
+        progress.case("throughput");
+        rows.extend(cases::throughput(&direct, plan).await);
+        rows.push(ceiling_row(plan, admin, notes).await);
+    }
 
-    rows.push(cases::fencing_table_end_to_end(urls, plan).await);
+    if on(Case::FrozenNode) {
+        progress.case("frozen node");
+        let frozen_clients: Vec<Client> = direct
+            .iter()
+            .filter(|c| c.name() != "floor-1-node")
+            .cloned()
+            .collect();
+        rows.extend(frozen_case(cluster, &frozen_clients, plan).await?);
+    }
     Ok((rows, node_timeout))
+}
+
+/// The `redis-benchmark` ceiling for the throughput case's command mix.
+async fn ceiling_row(plan: &Plan, admin: &[SocketAddr], notes: &mut Vec<String>) -> Row {
+    let Some(bin) = ceiling::locate() else {
+        return Row::skipped("throughput", "redis-benchmark", "redis-benchmark not found");
+    };
+    let limit = plan.throughput * 6 + Duration::from_secs(30);
+    match ceiling::measure(
+        &bin,
+        admin,
+        plan.ceiling_requests,
+        plan.tasks as u32,
+        plan.ttl,
+        limit,
+    )
+    .await
+    {
+        Ok(c) => {
+            let mut row = Row::skipped("throughput", "redis-bench-ceil", "");
+            row.ops_per_s = Some(c.lock_ops_per_s);
+            row.note = Some("lock ops/s = per-node (SET+EVAL) pair rate".into());
+            notes.push(format!(
+                "ceiling: SET NX PX per node {:?}/s, EVAL compare-and-delete per node {:?}/s (5 nodes at once, -c {} -P 1)",
+                c.set_rates.iter().map(|r| r.round()).collect::<Vec<_>>(),
+                c.eval_rates.iter().map(|r| r.round()).collect::<Vec<_>>(),
+                plan.tasks
+            ));
+            row
+        }
+        Err(e) => Row::skipped("throughput", "redis-bench-ceil", &e.to_string()),
+    }
 }
 
 /// Freeze, measure, and thaw whatever happens; then let every sample's task finish
@@ -643,6 +817,49 @@ async fn drain(pending: &mut JoinSet<()>) {
     }
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(case: &str, p50: f64, ops: f64, samples: usize) -> Row {
+        Row {
+            p50_us: Some(p50),
+            p99_us: Some(p50 * 2.0),
+            ops_per_s: Some(ops),
+            samples,
+            ..Row::skipped(case, "ours", "")
+        }
+    }
+
+    #[test]
+    fn rounds_aggregate_to_medians_ranges_and_sums() {
+        let rounds = vec![
+            vec![
+                row("healthy", 500.0, 10.0, 100),
+                row("hand-off", 900.0, 1.0, 5),
+            ],
+            vec![row("healthy", 700.0, 30.0, 100)],
+            vec![
+                row("healthy", 600.0, 20.0, 100),
+                row("hand-off", 800.0, 2.0, 5),
+            ],
+        ];
+        let rows = aggregate(&rounds);
+        assert_eq!(rows.len(), 2);
+        let healthy = &rows[0];
+        assert_eq!(healthy.case, "healthy");
+        assert_eq!(healthy.rounds, 3);
+        assert_eq!(healthy.p50_us, Some(600.0));
+        assert_eq!(healthy.p99_us, Some(1200.0));
+        assert_eq!(healthy.ops_per_s, Some(20.0));
+        assert_eq!(healthy.p50_range_us, Some([500.0, 700.0]));
+        assert_eq!(healthy.ops_range, Some([10.0, 30.0]));
+        assert_eq!(healthy.samples, 300);
+        assert_eq!(rows[1].rounds, 2);
+        assert_eq!(rows[1].p50_range_us, Some([800.0, 900.0]));
+    }
+}
+
 fn find<'a>(rows: &'a [Row], case: &str, client: &str) -> Option<&'a Row> {
     rows.iter().find(|r| r.case == case && r.client == client)
 }
@@ -656,7 +873,7 @@ fn ratio(value: Option<f64>, target: &str, ok: impl Fn(f64) -> bool, meaning: &s
     }
 }
 
-/// The targets of issue 7, computed from the rows (reported, never asserted).
+/// The targets (issues 7 and 14), computed from the rows (reported, never asserted).
 pub fn ratios(rows: &[Row], node_timeout: Duration) -> BTreeMap<String, Ratio> {
     let p50 = |case: &str, client: &str| find(rows, case, client).and_then(|r| r.p50_us);
     let p99 = |case: &str, client: &str| find(rows, case, client).and_then(|r| r.p99_us);
@@ -685,13 +902,62 @@ pub fn ratios(rows: &[Row], node_timeout: Duration) -> BTreeMap<String, Ratio> {
             "redlock 2.0 p50 / ours (how much faster we are)",
         ),
     );
+    let rslock = "rslock-0.10";
     m.insert(
         "healthy_p50_ours_over_rslock".into(),
         ratio(
-            div(ours, p50("healthy", "rslock-0.10")),
-            "<= 1.0",
-            |v| v <= 1.0,
+            div(ours, p50("healthy", rslock)),
+            "<= 0.9",
+            |v| v <= 0.9,
             "acquire+release p50, ours / rslock",
+        ),
+    );
+    m.insert(
+        "healthy_acquire_p50_ours_over_rslock".into(),
+        ratio(
+            div(
+                p50("healthy/acquire", "ours"),
+                p50("healthy/acquire", rslock),
+            ),
+            "<= 0.8",
+            |v| v <= 0.8,
+            "acquire-only p50, ours / rslock",
+        ),
+    );
+    m.insert(
+        "throughput_ours_over_rslock".into(),
+        ratio(
+            div(ops("throughput", "ours"), ops("throughput", rslock)),
+            ">= 1.1",
+            |v| v >= 1.1,
+            "lock ops/s, 64 tasks × 64 resources, ours / rslock",
+        ),
+    );
+    m.insert(
+        "fenced_p50_over_unfenced".into(),
+        ratio(
+            div(p50("healthy", "ours-fenced"), ours),
+            "<= 1.4",
+            |v| v <= 1.4,
+            "acquire+release p50, ours with fencing / ours without",
+        ),
+    );
+    m.insert(
+        "slow_node_p50_over_healthy".into(),
+        ratio(
+            div(p50("slow-node", "ours"), ours),
+            "<= 2.0",
+            |v| v <= 2.0,
+            "acquire+release p50 with one +50 ms node / healthy (default release)",
+        ),
+    );
+    m.insert(
+        "handoff_p99_ms".into(),
+        ratio(
+            p99("hand-off", "ours").map(|v| v / 1000.0),
+            "<= 5 ms",
+            |v| v <= 5.0,
+            "release -> waiting acquire p99, ours (ms)",
         ),
     );
     m.insert(
@@ -746,8 +1012,8 @@ pub fn ratios(rows: &[Row], node_timeout: Duration) -> BTreeMap<String, Ratio> {
                 ops("throughput", "ours"),
                 ops("throughput", "redis-bench-ceil"),
             ),
-            ">= 0.5",
-            |v| v >= 0.5,
+            ">= 0.9",
+            |v| v >= 0.9,
             "lock ops/s, ours / redis-benchmark ceiling",
         ),
     );

@@ -17,26 +17,32 @@ pub fn render(r: &BenchReport) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "chaos bench — {} — {} (appendfsync {}) — {} cpus — {}{}",
+        "chaos bench — {} — {} (appendfsync {}) — {} cpus — {}{} — {} round(s), medians",
         r.date,
         r.machine.server,
         r.machine.appendfsync.as_str(),
         r.machine.cpus,
         r.machine.cpu_model,
-        if r.machine.quick { " — quick" } else { "" }
+        if r.machine.quick { " — quick" } else { "" },
+        r.machine.repeat
     );
     let _ = writeln!(
         s,
-        "{:<22} {:<16} {:>9} {:>9} {:>10} {:>7} {:>5} {:>4}  note",
-        "case", "client", "p50", "p99", "ops/s", "samples", "t/o", "err"
+        "{:<22} {:<16} {:>9} {:>19} {:>9} {:>10} {:>7} {:>5} {:>4}  note",
+        "case", "client", "p50", "p50 range", "p99", "ops/s", "samples", "t/o", "err"
     );
     for row in &r.cases {
+        let range = match row.p50_range_us {
+            Some([lo, hi]) if row.rounds > 1 => format!("{}–{}", us(Some(lo)), us(Some(hi))),
+            _ => "-".into(),
+        };
         let _ = writeln!(
             s,
-            "{:<22} {:<16} {:>9} {:>9} {:>10} {:>7} {:>5} {:>4}  {}",
+            "{:<22} {:<16} {:>9} {:>19} {:>9} {:>10} {:>7} {:>5} {:>4}  {}",
             row.case,
             row.client,
             us(row.p50_us),
+            range,
             us(row.p99_us),
             row.ops_per_s.map_or("-".into(), |o| format!("{o:.0}")),
             row.samples,
