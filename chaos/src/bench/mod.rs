@@ -817,49 +817,6 @@ async fn drain(pending: &mut JoinSet<()>) {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn row(case: &str, p50: f64, ops: f64, samples: usize) -> Row {
-        Row {
-            p50_us: Some(p50),
-            p99_us: Some(p50 * 2.0),
-            ops_per_s: Some(ops),
-            samples,
-            ..Row::skipped(case, "ours", "")
-        }
-    }
-
-    #[test]
-    fn rounds_aggregate_to_medians_ranges_and_sums() {
-        let rounds = vec![
-            vec![
-                row("healthy", 500.0, 10.0, 100),
-                row("hand-off", 900.0, 1.0, 5),
-            ],
-            vec![row("healthy", 700.0, 30.0, 100)],
-            vec![
-                row("healthy", 600.0, 20.0, 100),
-                row("hand-off", 800.0, 2.0, 5),
-            ],
-        ];
-        let rows = aggregate(&rounds);
-        assert_eq!(rows.len(), 2);
-        let healthy = &rows[0];
-        assert_eq!(healthy.case, "healthy");
-        assert_eq!(healthy.rounds, 3);
-        assert_eq!(healthy.p50_us, Some(600.0));
-        assert_eq!(healthy.p99_us, Some(1200.0));
-        assert_eq!(healthy.ops_per_s, Some(20.0));
-        assert_eq!(healthy.p50_range_us, Some([500.0, 700.0]));
-        assert_eq!(healthy.ops_range, Some([10.0, 30.0]));
-        assert_eq!(healthy.samples, 300);
-        assert_eq!(rows[1].rounds, 2);
-        assert_eq!(rows[1].p50_range_us, Some([800.0, 900.0]));
-    }
-}
-
 fn find<'a>(rows: &'a [Row], case: &str, client: &str) -> Option<&'a Row> {
     rows.iter().find(|r| r.case == case && r.client == client)
 }
@@ -1018,4 +975,47 @@ pub fn ratios(rows: &[Row], node_timeout: Duration) -> BTreeMap<String, Ratio> {
         ),
     );
     m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(case: &str, p50: f64, ops: f64, samples: usize) -> Row {
+        Row {
+            p50_us: Some(p50),
+            p99_us: Some(p50 * 2.0),
+            ops_per_s: Some(ops),
+            samples,
+            ..Row::skipped(case, "ours", "")
+        }
+    }
+
+    #[test]
+    fn rounds_aggregate_to_medians_ranges_and_sums() {
+        let rounds = vec![
+            vec![
+                row("healthy", 500.0, 10.0, 100),
+                row("hand-off", 900.0, 1.0, 5),
+            ],
+            vec![row("healthy", 700.0, 30.0, 100)],
+            vec![
+                row("healthy", 600.0, 20.0, 100),
+                row("hand-off", 800.0, 2.0, 5),
+            ],
+        ];
+        let rows = aggregate(&rounds);
+        assert_eq!(rows.len(), 2);
+        let healthy = &rows[0];
+        assert_eq!(healthy.case, "healthy");
+        assert_eq!(healthy.rounds, 3);
+        assert_eq!(healthy.p50_us, Some(600.0));
+        assert_eq!(healthy.p99_us, Some(1200.0));
+        assert_eq!(healthy.ops_per_s, Some(20.0));
+        assert_eq!(healthy.p50_range_us, Some([500.0, 700.0]));
+        assert_eq!(healthy.ops_range, Some([10.0, 30.0]));
+        assert_eq!(healthy.samples, 300);
+        assert_eq!(rows[1].rounds, 2);
+        assert_eq!(rows[1].p50_range_us, Some([800.0, 900.0]));
+    }
 }
