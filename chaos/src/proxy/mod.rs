@@ -58,10 +58,14 @@
 pub mod api;
 pub mod client;
 mod link;
+mod populate;
 mod registry;
 pub mod server;
 mod toxics;
 
-pub use api::{ApiError, NewProxy, Proxy, ProxyUpdate, Stream, Toxic, ToxicKind};
+pub use api::{ApiError, NewProxy, Proxy, ProxyUpdate, Stream, Toxic, ToxicError, ToxicKind};
 pub use client::{Client, ClientError};
-pub use server::{ProxyServer, ServerError, run, serve};
+pub use populate::DEFAULT_LISTEN;
+pub use server::{
+    ProxyServer, REQUEST_ID_HEADER, ServeOptions, ServerError, run, serve, serve_with,
+};
