@@ -643,3 +643,24 @@ async fn difference_error_bodies_are_json_typed() {
     assert!(ct.starts_with("application/json"), "{ct}");
     assert_eq!(a.json(), json!({"error":"proxy not found","status":404}));
 }
+
+#[tokio::test]
+async fn difference_a_taken_listen_port_is_500_in_our_words() {
+    let rig = Rig::new().await;
+    let taken = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = taken.local_addr().expect("addr");
+    let body = format!(
+        r#"{{"name":"p","listen":"{addr}","upstream":"{}"}}"#,
+        rig.echo.addr
+    );
+    let a = rig.call("POST", "/proxies", Some(&body)).await;
+    // Same status as Toxiproxy; its message is Go's "listen tcp ADDR: bind: ...".
+    assert_eq!(a.status, 500, "{}", a.text);
+    assert!(
+        a.error().contains(&format!("cannot listen on {addr}")),
+        "{}",
+        a.text
+    );
+}

@@ -63,6 +63,9 @@
 //!   Toxiproxy binds every interface.
 //! - Error bodies are labelled `application/json`; Toxiproxy sends the same
 //!   JSON as `text/plain`.
+//! - A listen address that cannot be bound is a 500 as in Toxiproxy, but
+//!   worded `proxy NAME: cannot listen on ADDR: <OS error>` (Toxiproxy
+//!   passes Go's `listen tcp ADDR: bind: ...` through).
 //! - `--config` with a missing or invalid file stops the start
 //!   ([`ServerError::Config`]); Toxiproxy logs it and starts empty
 //!   (`toxiproxy_cli::difference_a_bad_config_stops_the_start`).
