@@ -528,11 +528,15 @@ async fn stream_names_ignore_case_and_noop_is_a_toxic() {
 }
 
 #[tokio::test]
-async fn version_is_json() {
+async fn version_is_toxiproxys_exact_body() {
     let rig = Rig::new().await;
     let a = rig.call("GET", "/version", None).await;
     assert_eq!(a.status, 200);
-    assert!(a.json()["version"].is_string(), "{}", a.text);
+    assert_eq!(
+        a.text,
+        format!("{{\"version\": \"{}\"}}\n", env!("CARGO_PKG_VERSION"))
+    );
+    assert!(a.headers.contains_key("x-toxiproxy-request-id"));
 }
 
 #[tokio::test]
@@ -645,22 +649,48 @@ async fn difference_error_bodies_are_json_typed() {
 }
 
 #[tokio::test]
-async fn difference_a_taken_listen_port_is_500_in_our_words() {
+async fn a_taken_listen_port_is_500_with_gos_words() {
     let rig = Rig::new().await;
-    let taken = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = taken.local_addr().expect("addr");
+    let addr = rig.echo_proxy("first").await;
     let body = format!(
-        r#"{{"name":"p","listen":"{addr}","upstream":"{}"}}"#,
+        r#"{{"name":"second","listen":"localhost:{}","upstream":"{}"}}"#,
+        addr.port(),
         rig.echo.addr
     );
     let a = rig.call("POST", "/proxies", Some(&body)).await;
-    // Same status as Toxiproxy; its message is Go's "listen tcp ADDR: bind: ...".
+    assert_eq!(
+        (a.status, a.error()),
+        (
+            500,
+            format!("listen tcp {addr}: bind: address already in use")
+        )
+    );
+    // Freed by a delete, the port can be taken.
+    assert_eq!(rig.call("DELETE", "/proxies/first", None).await.status, 204);
+    let a = rig.call("POST", "/proxies", Some(&body)).await;
+    assert_eq!(a.status, 201, "{}", a.text);
+}
+
+#[tokio::test]
+async fn populate_stops_at_a_proxy_that_cannot_listen() {
+    let rig = Rig::new().await;
+    let up = rig.echo.addr;
+    let body = format!(
+        r#"[{{"name":"one","listen":"127.0.0.1:0","upstream":"{up}"}},
+            {{"name":"two","listen":"local373","upstream":"{up}"}},
+            {{"name":"three","listen":"127.0.0.1:0","upstream":"{up}"}}]"#
+    );
+    let a = rig.call("POST", "/populate", Some(&body)).await;
     assert_eq!(a.status, 500, "{}", a.text);
     assert!(
-        a.error().contains(&format!("cannot listen on {addr}")),
+        a.error().starts_with("listen tcp: address local373"),
         "{}",
         a.text
     );
+    assert_eq!(a.json()["proxies"], serde_json::Value::Null);
+    // As api_test.go's TestPopulateProxyWithBadDataShouldReturnError: the
+    // proxies before the bad one exist, the ones after do not.
+    let all = rig.call("GET", "/proxies", None).await.json();
+    let names: Vec<_> = all.as_object().expect("object").keys().cloned().collect();
+    assert_eq!(names, ["one"]);
 }

@@ -23,7 +23,8 @@
 //! "status": N}` with Toxiproxy's messages (`proxy not found`, `toxic
 //! already exists`, `missing required field: name at proxy 2`, ...): 400 bad
 //! body, 404 unknown proxy/toxic (checked before the body, as there), 409
-//! duplicate name, 500 when a listen address cannot be bound. A populate
+//! duplicate name, 500 when a listen address cannot be bound (worded as Go
+//! does: `listen tcp 127.0.0.1:3310: bind: address already in use`). A populate
 //! error also carries `"proxies": null`. Every answer has an
 //! `X-Toxiproxy-Request-Id`; a `Mozilla/` user agent gets 403 `User agent
 //! not allowed`. `chaos toxiproxy` takes Toxiproxy's `-host`, `-port`,
@@ -63,9 +64,6 @@
 //!   Toxiproxy binds every interface.
 //! - Error bodies are labelled `application/json`; Toxiproxy sends the same
 //!   JSON as `text/plain`.
-//! - A listen address that cannot be bound is a 500 as in Toxiproxy, but
-//!   worded `proxy NAME: cannot listen on ADDR: <OS error>` (Toxiproxy
-//!   passes Go's `listen tcp ADDR: bind: ...` through).
 //! - `--config` with a missing or invalid file stops the start
 //!   ([`ServerError::Config`]); Toxiproxy logs it and starts empty
 //!   (`toxiproxy_cli::difference_a_bad_config_stops_the_start`).

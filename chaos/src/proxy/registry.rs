@@ -73,12 +73,7 @@ impl Entry {
         if self.runner.is_some() {
             return Ok(());
         }
-        let listener = TcpListener::bind(&self.listen).await.map_err(|e| {
-            ApiError::internal(format!(
-                "proxy {}: cannot listen on {}: {e}",
-                self.name, self.listen
-            ))
-        })?;
+        let listener = bind(&self.listen).await?;
         if let Ok(addr) = listener.local_addr() {
             // Report the real port when asked for port 0, as Toxiproxy does;
             // a later re-enable binds that same port again.
@@ -123,6 +118,38 @@ impl Entry {
         };
         self.upstream_tx.send_replace(of(Stream::Upstream));
         self.downstream_tx.send_replace(of(Stream::Downstream));
+    }
+}
+
+/// Binds a listen address, failing with Toxiproxy's 500 and its wording
+/// (Go's `listen tcp 127.0.0.1:3310: bind: address already in use`). Like
+/// Go's listener, a name that resolves to both families binds IPv4.
+async fn bind(listen: &str) -> Result<TcpListener, ApiError> {
+    let fail = |what: String| ApiError::internal(format!("listen tcp{what}"));
+    let addrs: Vec<_> = tokio::net::lookup_host(listen)
+        .await
+        .map_err(|e| fail(format!(": address {listen}: {}", go_words(&e))))?
+        .collect();
+    let addr = addrs
+        .iter()
+        .find(|a| a.is_ipv4())
+        .or(addrs.first())
+        .copied()
+        .ok_or_else(|| fail(format!(": address {listen}: no such host")))?;
+    TcpListener::bind(addr)
+        .await
+        .map_err(|e| fail(format!(" {addr}: bind: {}", go_words(&e))))
+}
+
+/// An OS error as Go prints it: "address already in use", not
+/// "Address already in use (os error 98)".
+fn go_words(e: &std::io::Error) -> String {
+    let text = e.to_string();
+    let text = text.split(" (os error").next().unwrap_or(&text);
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_lowercase().chain(chars).collect(),
+        None => String::new(),
     }
 }
 

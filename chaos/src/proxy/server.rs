@@ -21,7 +21,7 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use super::api::{ApiError, Proxy, ProxyUpdate, Toxic, ToxicWire, Version};
+use super::api::{ApiError, Proxy, ProxyUpdate, Toxic, ToxicWire};
 use super::populate::{self, ProxyBody};
 use super::registry::Registry;
 use super::toxics::Dice;
@@ -177,10 +177,18 @@ fn parse<T: for<'de> Deserialize<'de>>(body: &Bytes) -> Result<T, ApiError> {
         .map_err(|e| ApiError::bad_request(format!("bad request body: {e}")))
 }
 
-async fn version() -> Json<Version> {
-    Json(Version {
-        version: env!("CARGO_PKG_VERSION").to_owned(),
-    })
+/// Byte for byte Toxiproxy's answer (`{"version": "X"}` and a newline):
+/// some clients hand the raw body to their callers.
+async fn version() -> Response {
+    let body = format!("{{\"version\": \"{}\"}}\n", env!("CARGO_PKG_VERSION"));
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json;charset=utf-8"),
+        )],
+        body,
+    )
+        .into_response()
 }
 
 async fn list(State(r): State<Shared>) -> Response {
