@@ -337,3 +337,103 @@ async fn the_same_seed_draws_the_same_toxicity_rolls() {
         "a real draw: {a:?}"
     );
 }
+
+/// A proxy to a bare listener, with both ends of one proxied connection:
+/// (client side, upstream side), as Toxiproxy's `WithEstablishedProxy`.
+async fn established(rig: &Rig) -> (TcpStream, TcpStream) {
+    let upstream = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let body = format!(
+        r#"{{"name":"est","listen":"127.0.0.1:0","upstream":"{}"}}"#,
+        upstream.local_addr().expect("addr")
+    );
+    let a = rig.call("POST", "/proxies", Some(&body)).await;
+    assert_eq!(a.status, 201, "{}", a.text);
+    let listen = a.json()["listen"].as_str().expect("listen").to_owned();
+    let client = TcpStream::connect(listen.as_str()).await.expect("connect");
+    let (server, _) = tokio::time::timeout(FAST, upstream.accept())
+        .await
+        .expect("proxy connects upstream")
+        .expect("accept");
+    (client, server)
+}
+
+#[tokio::test]
+async fn bandwidth_upstream_480kb_at_1000kbps() {
+    // toxics/bandwidth_test.go: 480 KB upstream at 1 MB/s takes ~480 ms.
+    let rig = Rig::new().await;
+    let (mut client, mut server) = established(&rig).await;
+    rig.toxic(
+        "est",
+        r#"{"type":"bandwidth","stream":"upstream","attributes":{"rate":1000}}"#,
+    )
+    .await;
+    let payload: Vec<u8> = b"hello world ".repeat(40_000);
+    let sent = payload.clone();
+    let writer = tokio::spawn(async move {
+        client.write_all(&sent).await.expect("write");
+        client.shutdown().await.expect("close");
+    });
+    let start = Instant::now();
+    let mut got = vec![0u8; payload.len()];
+    tokio::time::timeout(FAST, server.read_exact(&mut got))
+        .await
+        .expect("not hung")
+        .expect("upstream reads it all");
+    let took = start.elapsed();
+    assert!(got == payload, "upstream got the bytes unchanged");
+    writer.await.expect("writer");
+    between(took, 380, 1500, "480 KB at 1000 KB/s");
+}
+
+#[tokio::test]
+async fn removing_a_timeout_toxic_closes_both_sides() {
+    // toxics/timeout_test.go: TestTimeoutToxicClosesConnectionOnRemove.
+    let rig = Rig::new().await;
+    let (mut client, mut server) = established(&rig).await;
+    rig.toxic(
+        "est",
+        r#"{"type":"timeout","name":"to_delete","stream":"upstream"}"#,
+    )
+    .await;
+    let a = rig
+        .call("DELETE", "/proxies/est/toxics/to_delete", None)
+        .await;
+    assert_eq!(a.status, 204);
+    closed_within(&mut client, Duration::from_secs(1))
+        .await
+        .expect("client side closed");
+    closed_within(&mut server, Duration::from_secs(1))
+        .await
+        .expect("upstream side closed");
+}
+
+#[tokio::test]
+async fn removing_latency_behind_a_timeout_does_not_hang() {
+    // toxics/timeout_test.go: TestTimeoutToxicDoesNotCauseHang.
+    let rig = Rig::new().await;
+    let (mut client, _server) = established(&rig).await;
+    rig.toxic("est", r#"{"type":"latency","name":"might_block","stream":"upstream","attributes":{"latency":10}}"#)
+        .await;
+    rig.toxic(
+        "est",
+        r#"{"type":"timeout","name":"timeout","stream":"upstream"}"#,
+    )
+    .await;
+    for _ in 0..5 {
+        client.write_all(b"hello").await.expect("write");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let start = Instant::now();
+    let a = rig
+        .call("DELETE", "/proxies/est/toxics/might_block", None)
+        .await;
+    assert_eq!(a.status, 204);
+    between(
+        start.elapsed(),
+        0,
+        1000,
+        "removing latency behind a timeout",
+    );
+}
