@@ -694,3 +694,11 @@ async fn populate_stops_at_a_proxy_that_cannot_listen() {
     let names: Vec<_> = all.as_object().expect("object").keys().cloned().collect();
     assert_eq!(names, ["one"]);
 }
+
+#[tokio::test]
+async fn difference_an_empty_populate_lists_no_proxies_as_an_empty_array() {
+    let rig = Rig::new().await;
+    let a = rig.call("POST", "/populate", Some("[]")).await;
+    // Toxiproxy answers {"proxies": null} here.
+    assert_eq!((a.status, a.json()), (201, json!({"proxies": []})));
+}

@@ -43,12 +43,15 @@
 //! - `POST /populate` keeps a proxy whose listen and upstream resolve to
 //!   the same addresses (`localhost:P` = `127.0.0.1:P`) untouched: toxics,
 //!   open connections and enabled state (its `enabled` field is ignored);
-//!   a proxy that differs is replaced. The whole list is validated first.
+//!   a proxy that differs is replaced. The whole list is validated first;
+//!   a listen address that cannot be bound stops the populate there (the
+//!   proxies before it stay), with a 500.
 //!
 //! Measured (a shared 2-core machine; `cargo nextest run -p redlock-chaos
 //! --test toxiproxy_toxics --no-capture` prints these):
 //! a 10 KB echo at `rate` 10 takes 1.06 s and the next 10-byte echo 2 ms;
-//! 50 KB at `rate` 100 takes 0.53 s; a `timeout=500` connection with a
+//! 50 KB at `rate` 100 takes 0.53 s; 480 KB upstream at `rate` 1000 (Toxiproxy's
+//! own bandwidth test, expecting 0.48 s) takes 0.50 s; a `timeout=500` connection with a
 //! chunk every 200 ms is still open after 1.6 s, and closes 0.30 s after
 //! the last chunk; an identical re-populate (written `localhost`, reported
 //! `127.0.0.1`) keeps the toxic and the open connection
@@ -56,8 +59,11 @@
 //!
 //! # Differences from Shopify Toxiproxy
 //! Each has a test (`difference_*` in `tests/toxiproxy_api.rs`, or named).
-//! - Stricter input: toxicity outside `[0, 1]` and negative or fractional
-//!   attributes are refused with a 400 (Toxiproxy stores them).
+//! - Stricter input: toxicity outside `[0, 1]` and negative attributes are
+//!   refused with a 400 (Toxiproxy stores them).
+//! - `POST /populate` with an empty list answers `{"proxies": []}`;
+//!   Toxiproxy answers `{"proxies": null}`, which typed clients (e.g.
+//!   `toxiproxy_rust`) cannot read.
 //! - Stream names are stored lower-case, so `"Upstream"` is reported (and
 //!   named, `latency_upstream`) as `upstream`; Toxiproxy echoes the case.
 //! - A proxy created without `listen` binds a free port on `127.0.0.1`;
