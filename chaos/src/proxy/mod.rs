@@ -68,6 +68,9 @@
 //!   named, `latency_upstream`) as `upstream`; Toxiproxy echoes the case.
 //! - A proxy created without `listen` binds a free port on `127.0.0.1`;
 //!   Toxiproxy binds every interface.
+//! - Malformed JSON gets Toxiproxy's `bad request body: ` prefix, but what
+//!   follows is serde's description, not Go's `json: cannot unmarshal ...`
+//!   (`toxiproxy_api::toxic_errors_use_toxiproxy_messages` checks the prefix).
 //! - Error bodies are labelled `application/json`; Toxiproxy sends the same
 //!   JSON as `text/plain`.
 //! - `--config` with a missing or invalid file stops the start
