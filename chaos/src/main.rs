@@ -51,12 +51,9 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Serve the Toxiproxy HTTP API (and its proxies) until Ctrl-C or SIGTERM.
-    Toxiproxy {
-        /// Address of the HTTP API.
-        #[arg(long, default_value = "127.0.0.1:8474")]
-        listen: SocketAddr,
-    },
+    /// Serve the Toxiproxy HTTP API (and its proxies) until Ctrl-C or SIGTERM. Toxiproxy's own
+    /// single-dash flags (`-host`, `-port`, `-config`, `-seed`) are accepted too.
+    Toxiproxy(ToxiproxyArgs),
     /// Bring up a cluster of primaries and leave it running.
     Up(UpArgs),
     /// Remove what `chaos up` left: the run in the state file, `--run ID`, or `--all` runs.
@@ -76,6 +73,72 @@ enum Command {
     /// One worker process of `chaos run` (internal).
     #[command(hide = true)]
     Worker(WorkerArgs),
+}
+
+#[derive(Debug, Args)]
+struct ToxiproxyArgs {
+    /// Address of the HTTP API (or give --host and/or --port, as Toxiproxy).
+    #[arg(long, default_value = "127.0.0.1:8474", conflicts_with_all = ["host", "port"])]
+    listen: SocketAddr,
+    /// Host of the HTTP API (Toxiproxy's -host); default 127.0.0.1.
+    #[arg(long)]
+    host: Option<String>,
+    /// Port of the HTTP API (Toxiproxy's -port); default 8474.
+    #[arg(long)]
+    port: Option<u16>,
+    /// Populate proxies from this JSON file (a /populate body) before serving (Toxiproxy's -config).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Seed for toxicity rolls, jitter and slice sizes (Toxiproxy's -seed; default: random).
+    #[arg(long, allow_hyphen_values = true)]
+    seed: Option<i64>,
+}
+
+impl ToxiproxyArgs {
+    fn api_addr(&self) -> Result<SocketAddr, String> {
+        if self.host.is_none() && self.port.is_none() {
+            return Ok(self.listen);
+        }
+        let host = self.host.as_deref().unwrap_or("127.0.0.1");
+        let port = self.port.unwrap_or(8474);
+        use std::net::ToSocketAddrs;
+        (host, port)
+            .to_socket_addrs()
+            .map_err(|e| format!("--host {host}: {e}"))?
+            .next()
+            .ok_or_else(|| format!("--host {host}: resolves to no address"))
+    }
+
+    fn options(&self) -> redlock_chaos::proxy::ServeOptions {
+        let mut o = redlock_chaos::proxy::ServeOptions::default();
+        if let Some(seed) = self.seed {
+            // Toxiproxy's seed is an int64; any value, negative too, is a valid seed.
+            o.seed(seed as u64);
+        }
+        if let Some(path) = &self.config {
+            o.config(path);
+        }
+        o
+    }
+}
+
+/// Toxiproxy's flags are Go-style (`-port 8474`); clap would read `-port` as
+/// `-p -o -r -t`. For `chaos toxiproxy` only, those four are respelled `--port`.
+fn toxiproxy_dialect(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    if args.get(1).and_then(|a| a.to_str()) != Some("toxiproxy") {
+        return args;
+    }
+    args.into_iter()
+        .map(|a| {
+            let Some(s) = a.to_str() else { return a };
+            let flag = s.split('=').next().unwrap_or(s);
+            if ["-host", "-port", "-config", "-seed"].contains(&flag) {
+                format!("-{s}").into()
+            } else {
+                a
+            }
+        })
+        .collect()
 }
 
 #[derive(Debug, Args)]
@@ -181,7 +244,7 @@ async fn bench(args: BenchArgs) -> Result<(), redlock_chaos::bench::BenchError> 
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let cli = match Cli::try_parse_from(toxiproxy_dialect(std::env::args_os().collect())) {
         Ok(cli) => cli,
         Err(e) => {
             let usage = e.use_stderr();
@@ -208,9 +271,12 @@ async fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let result: Result<(), Box<dyn std::error::Error>> = match cli.command {
-        Command::Toxiproxy { listen } => {
-            redlock_chaos::proxy::run(listen).await.map_err(Into::into)
-        }
+        Command::Toxiproxy(args) => match args.api_addr() {
+            Ok(addr) => redlock_chaos::proxy::run(addr, &args.options())
+                .await
+                .map_err(Into::into),
+            Err(e) => Err(e.into()),
+        },
         Command::Up(args) => up(args).await.map_err(Into::into),
         Command::Down(args) => down(args).await,
         Command::Run(args) => return ExitCode::from(run_cmd::run(args).await),

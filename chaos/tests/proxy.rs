@@ -189,9 +189,18 @@ async fn timeout_zero_holds_requests_until_the_client_gives_up() {
         .expect_err("must hang");
     assert_eq!(err.kind(), io::ErrorKind::TimedOut);
 
-    // The connection stayed open; once healed, data flows again (the dropped
-    // PING never reached redis, so exactly one PONG comes back).
+    // Healing removes the timeout toxics, which closes the connections they
+    // held (as Toxiproxy does); new connections work at once.
     rig.client.heal("redis").await.expect("heal");
+    let err = ping_within(&mut s, FAST)
+        .await
+        .expect_err("held connection closed");
+    assert_ne!(
+        err.kind(),
+        io::ErrorKind::TimedOut,
+        "closed, not hung: {err}"
+    );
+    let mut s = rig.connect().await;
     ping_within(&mut s, FAST).await.expect("PING after heal");
 }
 
@@ -434,7 +443,10 @@ async fn json_shapes_follow_toxiproxy() {
         .await
         .expect("populate");
     assert_eq!(populated.len(), 2);
-    assert!(!populated[0].enabled);
+    assert!(
+        populated[0].enabled,
+        "a kept proxy ignores enabled, as in Toxiproxy"
+    );
     assert_eq!(populated[0].toxics.len(), 1, "kept proxy keeps its toxics");
     let second: SocketAddr = populated[1].listen.parse().expect("addr");
     let mut s = TcpStream::connect(second).await.expect("connect second");

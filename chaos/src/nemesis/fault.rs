@@ -7,7 +7,7 @@
 //! | `RestartWipe` | SIGKILL | start EMPTY (amnesia) |
 //! | `Freeze` | SIGSTOP / `docker pause` | thaw |
 //! | `Partition` | proxy disabled / `docker network disconnect` | enable / reconnect |
-//! | `BlackHole` | proxy `timeout` 0 toxics both ways | remove them |
+//! | `BlackHole` | proxy `timeout` 0 toxics both ways | remove them (held connections close) |
 //! | `Slow` | proxy latency toxic (downstream) | remove it |
 //! | `ClockJump` | libfaketime offset (Valkey) | offset 0 |
 //! | `ClientStall` | the workload stalls the worker | the workload resumes it |
@@ -63,7 +63,8 @@ pub enum Fault {
         /// Proxy disable or docker network disconnect.
         via: PartitionVia,
     },
-    /// Connections stay open, data vanishes both ways; heal: remove the toxics.
+    /// Connections stay open, data vanishes both ways; heal: remove the toxics (which closes
+    /// the held connections, as Toxiproxy does; clients reconnect).
     BlackHole,
     /// Replies are delayed by `latency_ms ± jitter_ms`; heal: remove the toxic.
     Slow {

@@ -205,6 +205,8 @@ pub enum ToxicKind {
         /// Byte budget of the direction.
         bytes: u64,
     },
+    /// Does nothing (Toxiproxy's `noop`, useful to test a client's toxic calls).
+    Noop,
 }
 
 impl ToxicKind {
@@ -218,6 +220,7 @@ impl ToxicKind {
             ToxicKind::ResetPeer { .. } => "reset_peer",
             ToxicKind::Slicer { .. } => "slicer",
             ToxicKind::LimitData { .. } => "limit_data",
+            ToxicKind::Noop => "noop",
         }
     }
 
@@ -242,6 +245,7 @@ impl ToxicKind {
                 ("delay", delay),
             ],
             ToxicKind::LimitData { bytes } => vec![("bytes", bytes)],
+            ToxicKind::Noop => Vec::new(),
         };
         pairs
             .into_iter()
@@ -251,8 +255,11 @@ impl ToxicKind {
 
     /// Builds a kind from a type name and an attribute object; missing
     /// attributes are 0 (Go's zero value, which is what Toxiproxy uses).
-    pub fn from_parts(type_name: &str, attributes: &Map<String, Value>) -> Result<Self, String> {
-        let get = |key: &str| -> Result<u64, String> {
+    pub fn from_parts(
+        type_name: &str,
+        attributes: &Map<String, Value>,
+    ) -> Result<Self, ToxicError> {
+        let get = |key: &str| -> Result<u64, ToxicError> {
             match attributes.get(key) {
                 None | Some(Value::Null) => Ok(0),
                 Some(v) => v
@@ -263,8 +270,9 @@ impl ToxicKind {
                             .filter(|f| *f >= 0.0 && f.fract() == 0.0 && *f <= u64::MAX as f64)
                             .map(|f| f as u64)
                     })
-                    .ok_or_else(|| {
-                        format!("attribute {key} must be a non-negative integer, got {v}")
+                    .ok_or_else(|| ToxicError::BadAttribute {
+                        key: key.to_owned(),
+                        value: v.to_string(),
                     }),
             }
         };
@@ -291,7 +299,8 @@ impl ToxicKind {
             "limit_data" => ToxicKind::LimitData {
                 bytes: get("bytes")?,
             },
-            other => return Err(format!("invalid toxic type: {other:?}")),
+            "noop" => ToxicKind::Noop,
+            _ => return Err(ToxicError::InvalidType),
         })
     }
 }
@@ -330,13 +339,13 @@ impl From<Toxic> for ToxicWire {
 }
 
 impl TryFrom<ToxicWire> for Toxic {
-    type Error = String;
+    type Error = ToxicError;
 
-    fn try_from(w: ToxicWire) -> Result<Self, String> {
-        let type_name = w
-            .kind
-            .ok_or_else(|| "missing required field: type".to_owned())?;
+    fn try_from(w: ToxicWire) -> Result<Self, ToxicError> {
+        // Toxiproxy checks the stream before the type, so a body wrong in
+        // both gets the stream message, here too.
         let stream = parse_stream(w.stream.as_deref())?;
+        let type_name = w.kind.ok_or(ToxicError::InvalidType)?;
         let toxicity = w.toxicity.unwrap_or(1.0);
         validate_toxicity(toxicity)?;
         let kind = ToxicKind::from_parts(&type_name, &w.attributes.unwrap_or_default())?;
@@ -353,23 +362,56 @@ impl TryFrom<ToxicWire> for Toxic {
     }
 }
 
-/// Parses a stream name; absent or empty means downstream (Toxiproxy's default).
-pub(crate) fn parse_stream(s: Option<&str>) -> Result<Stream, String> {
-    match s {
-        None | Some("") | Some("downstream") => Ok(Stream::Downstream),
+/// Parses a stream name, ignoring case as Toxiproxy does; absent means
+/// downstream (Toxiproxy's default), but an empty string is refused (as there).
+pub(crate) fn parse_stream(s: Option<&str>) -> Result<Stream, ToxicError> {
+    match s.map(str::to_ascii_lowercase).as_deref() {
+        None | Some("downstream") => Ok(Stream::Downstream),
         Some("upstream") => Ok(Stream::Upstream),
-        Some(other) => Err(format!(
-            "stream was invalid, can be either upstream or downstream, got {other:?}"
-        )),
+        Some(_) => Err(ToxicError::InvalidStream),
     }
 }
 
-/// Toxicity is a probability; NaN or out-of-range values are rejected.
-pub(crate) fn validate_toxicity(t: f32) -> Result<(), String> {
+/// Toxicity is a probability; NaN or out-of-range values are rejected
+/// (stricter than Toxiproxy, which stores any float).
+pub(crate) fn validate_toxicity(t: f32) -> Result<(), ToxicError> {
     if (0.0..=1.0).contains(&t) {
         Ok(())
     } else {
-        Err(format!("toxicity must be between 0 and 1, got {t}"))
+        Err(ToxicError::BadToxicity { toxicity: t })
+    }
+}
+
+/// Why a toxic body was refused. The messages are Toxiproxy's where it has
+/// one, so clients that match on them keep working.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ToxicError {
+    /// The `stream` is neither `upstream` nor `downstream` (any case).
+    #[error("stream was invalid, can be either upstream or downstream")]
+    InvalidStream,
+    /// The `type` is missing or not a toxic this server knows.
+    #[error("invalid toxic type")]
+    InvalidType,
+    /// An attribute is not a non-negative integer.
+    #[error("bad request body: attribute {key} must be a non-negative integer, got {value}")]
+    BadAttribute {
+        /// Attribute name.
+        key: String,
+        /// What was sent, as JSON.
+        value: String,
+    },
+    /// Toxicity outside `[0, 1]`.
+    #[error("bad request body: toxicity must be between 0 and 1, got {toxicity}")]
+    BadToxicity {
+        /// What was sent.
+        toxicity: f32,
+    },
+}
+
+impl From<ToxicError> for ApiError {
+    fn from(e: ToxicError) -> Self {
+        ApiError::bad_request(e.to_string())
     }
 }
 
@@ -449,11 +491,25 @@ mod tests {
     }
 
     #[test]
+    fn streams_ignore_case_and_noop_has_no_attributes() {
+        let t: Toxic =
+            serde_json::from_str(r#"{"type":"noop","stream":"UpStream"}"#).expect("parses");
+        assert_eq!(t.stream, Stream::Upstream);
+        assert_eq!(t.name, "noop_upstream");
+        assert_eq!(t.kind, ToxicKind::Noop);
+        assert_eq!(
+            serde_json::to_value(&t).expect("json")["attributes"],
+            serde_json::json!({})
+        );
+    }
+
+    #[test]
     fn bad_toxics_are_rejected() {
         for body in [
             r#"{"type":"nope"}"#,
             r#"{"attributes":{}}"#,
             r#"{"type":"latency","stream":"sideways"}"#,
+            r#"{"type":"latency","stream":""}"#,
             r#"{"type":"latency","toxicity":2}"#,
             r#"{"type":"latency","attributes":{"latency":-1}}"#,
         ] {

@@ -279,7 +279,9 @@ impl Client {
 
     /// Black-holes the proxy in both directions: `timeout` 0 toxics named
     /// `black_hole_upstream` and `black_hole_downstream`. Connections stay
-    /// open and data vanishes until [`Client::heal`] or [`Client::reset`].
+    /// open and data vanishes until [`Client::heal`] or [`Client::reset`],
+    /// which close the connections that were held (Toxiproxy does the same
+    /// when a timeout toxic is removed); new connections then work.
     pub async fn black_hole(&self, name: &str) -> Result<Vec<Toxic>, ClientError> {
         let mut added = Vec::with_capacity(2);
         for stream in [Stream::Upstream, Stream::Downstream] {

@@ -19,7 +19,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::toxics::{ActiveToxics, ToxicList};
+use super::toxics::{ActiveToxics, Dice, ToxicList};
 
 /// Read buffer per direction; also the largest chunk a toxic sees.
 const CHUNK: usize = 32 * 1024;
@@ -37,6 +37,8 @@ pub(crate) struct LinkConfig {
     pub(crate) downstream_toxics: watch::Receiver<ToxicList>,
     /// Fires when the proxy is disabled, changed or deleted.
     pub(crate) cancel: CancellationToken,
+    /// The server's randomness (toxicity rolls, jitter, slice sizes).
+    pub(crate) dice: Dice,
 }
 
 /// How one direction ended.
@@ -79,8 +81,18 @@ pub(crate) async fn run(client: TcpStream, cfg: LinkConfig) {
     let (mut client_r, mut client_w) = client.into_split();
     let (mut server_r, mut server_w) = server.into_split();
     let outcome = {
-        let up = pump(&mut client_r, &mut server_w, cfg.upstream_toxics);
-        let down = pump(&mut server_r, &mut client_w, cfg.downstream_toxics);
+        let up = pump(
+            &mut client_r,
+            &mut server_w,
+            cfg.upstream_toxics,
+            ActiveToxics::new(cfg.dice.child()),
+        );
+        let down = pump(
+            &mut server_r,
+            &mut client_w,
+            cfg.downstream_toxics,
+            ActiveToxics::new(cfg.dice.child()),
+        );
         tokio::pin!(up, down);
         let (mut up_done, mut down_done) = (false, false);
         loop {
@@ -116,6 +128,7 @@ async fn pump(
     src: &mut OwnedReadHalf,
     dst: &mut OwnedWriteHalf,
     mut toxics: watch::Receiver<ToxicList>,
+    mut active: ActiveToxics,
 ) -> Outcome {
     let (tx, mut rx) = mpsc::channel::<Msg>(QUEUE);
     let reader = async move {
@@ -135,8 +148,8 @@ async fn pump(
         std::future::pending::<Outcome>().await
     };
     let writer = async move {
-        let mut active = ActiveToxics::default();
-        active.refresh(&toxics.borrow_and_update(), Instant::now());
+        let first = toxics.borrow_and_update().clone();
+        active.refresh(&first, Instant::now());
         loop {
             let deadline = active.close_deadline();
             tokio::select! {
@@ -145,12 +158,14 @@ async fn pump(
                         return Outcome::Close; // proxy gone
                     }
                     let list = toxics.borrow_and_update().clone();
-                    active.refresh(&list, Instant::now());
+                    if active.refresh(&list, Instant::now()) {
+                        return Outcome::Close; // a held connection's timeout toxic went away
+                    }
                 }
                 _ = sleep_until(deadline) => return Outcome::Close,
                 msg = rx.recv() => match msg {
                     Some(Msg::Data(data, at)) => {
-                        if let Some(o) = deliver(dst, &mut active, data, at).await {
+                        if let Some(o) = deliver(dst, &mut active, &mut toxics, data, at).await {
                             return o;
                         }
                     }
@@ -177,11 +192,14 @@ async fn pump(
 async fn deliver(
     dst: &mut OwnedWriteHalf,
     active: &mut ActiveToxics,
+    toxics: &mut watch::Receiver<ToxicList>,
     mut data: Vec<u8>,
     arrived: Instant,
 ) -> Option<Outcome> {
     if active.black_hole() {
-        return None; // timeout toxic: the data is dropped on the floor
+        // timeout toxic: the data is dropped on the floor, and its timer restarts.
+        active.swallowed(Instant::now());
+        return None;
     }
     if let Some(wait) = active.reset_after() {
         // Like Toxiproxy: the chunk that triggers reset_peer is not delivered.
@@ -203,17 +221,32 @@ async fn deliver(
     let (pieces, pause) = active.slices(data.len());
     let mut offset = 0;
     for (i, len) in pieces.iter().copied().enumerate() {
-        if len == 0 {
-            continue;
-        }
-        if dst.write_all(&data[offset..offset + len]).await.is_err() {
-            return Some(Outcome::Close);
-        }
-        offset += len;
-        active.record_passed(len);
-        let charge = active.bandwidth_delay(len);
-        if !charge.is_zero() {
-            tokio::time::sleep(charge).await;
+        let end = offset + len;
+        while offset < end {
+            // bandwidth: wait first, then send (in at most 100 ms slices).
+            let (n, at) = active.next_piece(end - offset, Instant::now());
+            if at > Instant::now() {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(at) => {}
+                    changed = toxics.changed() => {
+                        // A new rate (or none) applies to the rest of the chunk at once.
+                        if changed.is_err() {
+                            return Some(Outcome::Close);
+                        }
+                        let list = toxics.borrow_and_update().clone();
+                        if active.refresh(&list, Instant::now()) {
+                            return Some(Outcome::Close);
+                        }
+                        continue;
+                    }
+                }
+            }
+            active.sent(at);
+            if dst.write_all(&data[offset..offset + n]).await.is_err() {
+                return Some(Outcome::Close);
+            }
+            offset += n;
+            active.record_passed(n);
         }
         if i + 1 < pieces.len() && !pause.is_zero() {
             tokio::time::sleep(pause).await;

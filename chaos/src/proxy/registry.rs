@@ -8,7 +8,6 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use serde_json::Value;
 use tokio::net::TcpListener;
 use tokio::sync::{Mutex, watch};
 use tokio_util::sync::CancellationToken;
@@ -16,12 +15,14 @@ use tokio_util::task::TaskTracker;
 
 use super::api::{ApiError, NewProxy, Proxy, ProxyUpdate, Stream, Toxic, ToxicWire};
 use super::link::{self, LinkConfig};
-use super::toxics::ToxicList;
+use super::populate::same_endpoint;
+use super::toxics::{Dice, ToxicList};
 
 /// All proxies of one server.
 #[derive(Debug, Default)]
 pub(crate) struct Registry {
     proxies: Mutex<BTreeMap<String, Entry>>,
+    dice: Dice,
 }
 
 #[derive(Debug)]
@@ -68,16 +69,11 @@ impl Entry {
     }
 
     /// Binds the listen address and starts accepting.
-    async fn start(&mut self) -> Result<(), ApiError> {
+    async fn start(&mut self, dice: &Dice) -> Result<(), ApiError> {
         if self.runner.is_some() {
             return Ok(());
         }
-        let listener = TcpListener::bind(&self.listen).await.map_err(|e| {
-            ApiError::internal(format!(
-                "proxy {}: cannot listen on {}: {e}",
-                self.name, self.listen
-            ))
-        })?;
+        let listener = bind(&self.listen).await?;
         if let Ok(addr) = listener.local_addr() {
             // Report the real port when asked for port 0, as Toxiproxy does;
             // a later re-enable binds that same port again.
@@ -90,6 +86,7 @@ impl Entry {
             upstream_toxics: self.upstream_tx.subscribe(),
             downstream_toxics: self.downstream_tx.subscribe(),
             cancel: cancel.clone(),
+            dice: dice.clone(),
         };
         tasks.spawn(accept_loop(listener, cfg, tasks.clone()));
         self.runner = Some(Runner { cancel, tasks });
@@ -124,6 +121,38 @@ impl Entry {
     }
 }
 
+/// Binds a listen address, failing with Toxiproxy's 500 and its wording
+/// (Go's `listen tcp 127.0.0.1:3310: bind: address already in use`). Like
+/// Go's listener, a name that resolves to both families binds IPv4.
+async fn bind(listen: &str) -> Result<TcpListener, ApiError> {
+    let fail = |what: String| ApiError::internal(format!("listen tcp{what}"));
+    let addrs: Vec<_> = tokio::net::lookup_host(listen)
+        .await
+        .map_err(|e| fail(format!(": address {listen}: {}", go_words(&e))))?
+        .collect();
+    let addr = addrs
+        .iter()
+        .find(|a| a.is_ipv4())
+        .or(addrs.first())
+        .copied()
+        .ok_or_else(|| fail(format!(": address {listen}: no such host")))?;
+    TcpListener::bind(addr)
+        .await
+        .map_err(|e| fail(format!(" {addr}: bind: {}", go_words(&e))))
+}
+
+/// An OS error as Go prints it: "address already in use", not
+/// "Address already in use (os error 98)".
+fn go_words(e: &std::io::Error) -> String {
+    let text = e.to_string();
+    let text = text.split(" (os error").next().unwrap_or(&text);
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_lowercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
+
 async fn accept_loop(listener: TcpListener, cfg: LinkConfig, tasks: TaskTracker) {
     loop {
         tokio::select! {
@@ -150,12 +179,9 @@ fn toxic_not_found() -> ApiError {
 }
 
 fn validate_new(p: &NewProxy) -> Result<(), ApiError> {
-    for (field, value) in [
-        ("name", &p.name),
-        ("listen", &p.listen),
-        ("upstream", &p.upstream),
-    ] {
-        if value.trim().is_empty() {
+    // Empty listen is allowed: the server fills in a free port.
+    for (field, value) in [("name", &p.name), ("upstream", &p.upstream)] {
+        if value.is_empty() {
             return Err(ApiError::bad_request(format!(
                 "missing required field: {field}"
             )));
@@ -164,7 +190,22 @@ fn validate_new(p: &NewProxy) -> Result<(), ApiError> {
     Ok(())
 }
 
+fn or_default_listen(mut p: NewProxy) -> NewProxy {
+    if p.listen.is_empty() {
+        p.listen = super::populate::DEFAULT_LISTEN.to_owned();
+    }
+    p
+}
+
 impl Registry {
+    /// A registry whose randomness comes from `dice` (seeded or not).
+    pub(crate) fn with_dice(dice: Dice) -> Self {
+        Registry {
+            proxies: Mutex::default(),
+            dice,
+        }
+    }
+
     pub(crate) async fn list(&self) -> BTreeMap<String, Proxy> {
         let proxies = self.proxies.lock().await;
         proxies.iter().map(|(k, e)| (k.clone(), e.view())).collect()
@@ -172,36 +213,37 @@ impl Registry {
 
     pub(crate) async fn create(&self, p: NewProxy) -> Result<Proxy, ApiError> {
         validate_new(&p)?;
+        let p = or_default_listen(p);
         let mut proxies = self.proxies.lock().await;
         if proxies.contains_key(&p.name) {
             return Err(ApiError::conflict("proxy already exists"));
         }
         let mut entry = Entry::new(&p);
         if p.enabled {
-            entry.start().await?;
+            entry.start(&self.dice).await?;
         }
         let view = entry.view();
         proxies.insert(p.name, entry);
         Ok(view)
     }
 
-    /// Toxiproxy's populate: an existing proxy with the same listen and
-    /// upstream is kept (with its toxics and connections); one that differs
-    /// is replaced. Unlike Toxiproxy, `enabled` is applied to kept proxies.
+    /// Toxiproxy's populate: an existing proxy whose listen and upstream
+    /// name the same endpoints (compared resolved, so `localhost:P` matches a
+    /// reported `127.0.0.1:P`) is kept exactly as it is — toxics, open
+    /// connections and enabled state; `enabled` in the list is ignored for
+    /// it, as in Toxiproxy. One that differs is replaced. The list is
+    /// validated in full before anything changes.
     pub(crate) async fn populate(&self, list: Vec<NewProxy>) -> Result<Vec<Proxy>, ApiError> {
         for p in &list {
             validate_new(p)?;
         }
         let mut proxies = self.proxies.lock().await;
         let mut out = Vec::with_capacity(list.len());
-        for p in list {
+        for p in list.into_iter().map(or_default_listen) {
             if let Some(existing) = proxies.get_mut(&p.name) {
-                if existing.listen == p.listen && existing.upstream == p.upstream {
-                    if p.enabled {
-                        existing.start().await?;
-                    } else {
-                        existing.stop().await;
-                    }
+                if same_endpoint(&existing.listen, &p.listen).await
+                    && same_endpoint(&existing.upstream, &p.upstream).await
+                {
                     out.push(existing.view());
                     continue;
                 }
@@ -210,7 +252,7 @@ impl Registry {
             }
             let mut entry = Entry::new(&p);
             if p.enabled {
-                entry.start().await?;
+                entry.start(&self.dice).await?;
             }
             out.push(entry.view());
             proxies.insert(p.name, entry);
@@ -246,7 +288,7 @@ impl Registry {
             e.stop().await;
         }
         if enable {
-            e.start().await?;
+            e.start(&self.dice).await?;
         }
         Ok(e.view())
     }
@@ -265,7 +307,7 @@ impl Registry {
         for e in proxies.values_mut() {
             e.toxics.clear();
             e.publish_toxics();
-            if let Err(err) = e.start().await {
+            if let Err(err) = e.start(&self.dice).await {
                 // Keep resetting the others; report the first failure.
                 first_err.get_or_insert(err);
             }
@@ -322,15 +364,10 @@ impl Registry {
         }
         if let Some(attrs) = update.attributes {
             let merged = wire.attributes.get_or_insert_with(Default::default);
-            for (k, v) in attrs {
-                if !v.is_null() {
-                    merged.insert(k, v);
-                } else {
-                    merged.insert(k, Value::from(0));
-                }
-            }
+            // JSON null leaves an attribute as it was (Go's decoder does that).
+            merged.extend(attrs.into_iter().filter(|(_, v)| !v.is_null()));
         }
-        let updated = Toxic::try_from(wire).map_err(ApiError::bad_request)?;
+        let updated = Toxic::try_from(wire)?;
         *slot = updated.clone();
         e.publish_toxics();
         Ok(updated)
