@@ -1,7 +1,9 @@
-//! One primary: its address, its lazily connected multiplexed connection, and the
-//! per-call deadline.
+//! One primary: its address, its lazily connected multiplexed connection, and calls
+//! bounded by a deadline (the client's, passed with every call: clients made by
+//! `with_ttl` share the connections but not the deadline).
 
 use std::future::Future;
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -38,15 +40,12 @@ pub(crate) struct Node {
     conn: OnceCell<ConnectionManager>,
     native_delete: OnceLock<NativeDelete>,
     probing: AtomicBool,
-    pub(crate) timeout: Duration,
+    resolved: Vec<SocketAddr>,
 }
 
 impl std::fmt::Debug for Node {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Node")
-            .field("addr", &self.addr)
-            .field("timeout", &self.timeout)
-            .finish()
+        f.debug_struct("Node").field("addr", &self.addr).finish()
     }
 }
 
@@ -57,6 +56,7 @@ impl Node {
         settings: &Settings,
     ) -> RedisResult<Self> {
         let addr = info.addr().to_string();
+        let resolved = resolve(info.addr());
         let client = Client::open(info)?;
         let manager_config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(settings.node_timeout))
@@ -72,7 +72,7 @@ impl Node {
             conn: OnceCell::new(),
             native_delete: OnceLock::new(),
             probing: AtomicBool::new(false),
-            timeout: settings.node_timeout,
+            resolved,
         })
     }
 
@@ -85,9 +85,11 @@ impl Node {
         &self.addr
     }
 
-    /// What makes two nodes the same failure domain: the server address.
-    pub(crate) fn identity(&self) -> &str {
-        &self.addr
+    /// Whether `other` names the same server (the same failure domain): the same address
+    /// as written, or a resolved address in common (`localhost:6379` and
+    /// `127.0.0.1:6379`).
+    pub(crate) fn same_server(&self, other: &Node) -> bool {
+        self.addr == other.addr || self.resolved.iter().any(|a| other.resolved.contains(a))
     }
 
     /// A clone of the shared multiplexed connection, created on first use. Creation does
@@ -111,9 +113,13 @@ impl Node {
         &self.client
     }
 
-    /// Runs `f` against this node's connection with the per-call deadline.
+    /// Runs `f` against this node's connection within `timeout`.
     /// Returns the reply and how long it took.
-    pub(crate) async fn call<T, F, Fut>(&self, f: F) -> (Result<T, NodeError>, Duration)
+    pub(crate) async fn call<T, F, Fut>(
+        &self,
+        timeout: Duration,
+        f: F,
+    ) -> (Result<T, NodeError>, Duration)
     where
         F: FnOnce(ConnectionManager) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
@@ -121,8 +127,8 @@ impl Node {
         let started = Instant::now();
         let result = match self.connection() {
             Err(e) => Err(NodeError::from_redis(&e)),
-            Ok(conn) => match tokio::time::timeout(self.timeout, f(conn)).await {
-                Err(_) => Err(NodeError::Timeout(self.timeout)),
+            Ok(conn) => match tokio::time::timeout(timeout, f(conn)).await {
+                Err(_) => Err(NodeError::Timeout(timeout)),
                 Ok(Err(e)) => Err(NodeError::from_redis(&e)),
                 Ok(Ok(v)) => Ok(v),
             },
@@ -133,14 +139,14 @@ impl Node {
     /// The native compare-and-delete this server is known to offer. Until a probe has
     /// answered, the Lua script is used (it works everywhere) and a probe is started in
     /// the background, so a release never waits on detection.
-    pub(crate) fn native_delete(self: &Arc<Self>) -> NativeDelete {
+    pub(crate) fn native_delete(self: &Arc<Self>, timeout: Duration) -> NativeDelete {
         if let Some(n) = self.native_delete.get() {
             return *n;
         }
         if !self.probing.swap(true, Ordering::AcqRel) {
             let node = Arc::clone(self);
             tokio::spawn(async move {
-                if let Some(found) = node.probe_native_delete().await {
+                if let Some(found) = node.probe_native_delete(timeout).await {
                     let _ = node.native_delete.set(found);
                 }
                 node.probing.store(false, Ordering::Release);
@@ -149,9 +155,9 @@ impl Node {
         NativeDelete::None
     }
 
-    async fn probe_native_delete(&self) -> Option<NativeDelete> {
+    async fn probe_native_delete(&self, timeout: Duration) -> Option<NativeDelete> {
         let (reply, _) = self
-            .call(|mut c| async move {
+            .call(timeout, |mut c| async move {
                 redis::cmd("COMMAND")
                     .arg("INFO")
                     .arg("DELIFEQ")
@@ -171,5 +177,19 @@ impl Node {
         } else {
             NativeDelete::None
         })
+    }
+}
+
+/// The socket addresses a TCP node's host name resolves to now; none for a Unix socket or
+/// a name that does not resolve (a node that is down at build time is not an error).
+/// IP literals resolve without a lookup.
+fn resolve(addr: &redis::ConnectionAddr) -> Vec<SocketAddr> {
+    match addr {
+        redis::ConnectionAddr::Tcp(host, port)
+        | redis::ConnectionAddr::TcpTls { host, port, .. } => (host.as_str(), *port)
+            .to_socket_addrs()
+            .map(Iterator::collect)
+            .unwrap_or_default(),
+        _ => Vec::new(),
     }
 }

@@ -233,3 +233,39 @@ impl Cluster {
         self.servers.iter().map(Server::url).collect()
     }
 }
+
+impl Cluster {
+    /// Every key on every server, as `(server index, key bytes)`.
+    pub fn keys(&self) -> Vec<(usize, Vec<u8>)> {
+        let mut all = Vec::new();
+        for (i, s) in self.servers.iter().enumerate() {
+            let keys: Vec<Vec<u8>> = redis::cmd("KEYS")
+                .arg("*")
+                .query(&mut s.admin())
+                .expect("KEYS");
+            all.extend(keys.into_iter().map(|k| (i, k)));
+        }
+        all
+    }
+
+    /// Servers that hold `key`.
+    pub fn holding(&self, key: &str) -> Vec<usize> {
+        self.keys()
+            .into_iter()
+            .filter(|(_, k)| k.as_slice() == key.as_bytes())
+            .map(|(i, _)| i)
+            .collect()
+    }
+
+    /// Polls until no server holds `key` or `within` has passed; returns who still holds it.
+    pub fn wait_gone(&self, key: &str, within: Duration) -> Vec<usize> {
+        let deadline = Instant::now() + within;
+        loop {
+            let holding = self.holding(key);
+            if holding.is_empty() || Instant::now() >= deadline {
+                return holding;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
