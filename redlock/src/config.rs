@@ -126,9 +126,15 @@ impl Settings {
 
 /// `ttl / 10`, kept within [`MIN_DERIVED_NODE_TIMEOUT`, `MAX_DERIVED_NODE_TIMEOUT`] and below the TTL.
 fn derived_node_timeout(ttl: Duration) -> Duration {
-    let t = (ttl / DEFAULT_NODE_TIMEOUT_DIVISOR)
+    let t = ttl
+        .checked_div(DEFAULT_NODE_TIMEOUT_DIVISOR)
+        .unwrap_or(ttl)
         .clamp(MIN_DERIVED_NODE_TIMEOUT, MAX_DERIVED_NODE_TIMEOUT);
-    if t >= ttl { ttl / 2 } else { t }
+    if t >= ttl {
+        ttl.checked_div(2).unwrap_or(ttl)
+    } else {
+        t
+    }
 }
 
 /// Builds a [`Redlock`] client. Every setting has a documented default; [`Builder::build`]

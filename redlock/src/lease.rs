@@ -151,7 +151,10 @@ impl Lease {
     /// never overlap while the lock's assumptions hold; `acquired_at` may precede a
     /// previous holder's release, since an attempt can start before the key is freed.
     pub fn granted_at(&self) -> Instant {
-        self.acquired_at + self.elapsed
+        // Fits: the grant computed `acquired_at + elapsed + validity` without overflow.
+        self.acquired_at
+            .checked_add(self.elapsed)
+            .unwrap_or(self.valid_until)
     }
 
     /// The end of validity: `attempt start + ttl − drift`, moved on by each extend.

@@ -108,7 +108,7 @@ impl RenewingLease {
     pub(crate) fn start(mut lease: Lease, options: RenewOptions) -> Self {
         let interval = options
             .interval
-            .unwrap_or(lease.ttl() / 3)
+            .unwrap_or_else(|| lease.ttl().checked_div(3).unwrap_or(Duration::ZERO))
             .max(Duration::from_millis(1));
         let (status_tx, status) = watch::channel(LeaseStatus::Held {
             valid_until: lease.valid_until(),
@@ -249,7 +249,10 @@ impl Drop for RenewingLease {
 
 /// Retry pause after a failed renewal that may still succeed.
 fn retry_pause(interval: Duration) -> Duration {
-    (interval / 4).max(Duration::from_millis(1))
+    interval
+        .checked_div(4)
+        .unwrap_or(Duration::ZERO)
+        .max(Duration::from_millis(1))
 }
 
 /// `now + d`, or a year from now when that does not fit the clock (an interval of
