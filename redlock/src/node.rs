@@ -1,24 +1,32 @@
 //! One primary: its address, its lazily connected multiplexed connection, and calls
 //! bounded by a deadline (the client's, passed with every call: clients made by
 //! `with_ttl` share the connections but not the deadline).
+//!
+//! # Calls reach the server in the order they were made
+//! The clean-up of a failed or cancelled attempt, and every release, rely on this: a
+//! delete we issue after a `SET` must reach the node after it. A multiplexed connection
+//! keeps that order once a request is in its pipeline, but not while the connection is
+//! being made: requests waiting for it would be sent in whatever order their tasks wake
+//! up (a reconnecting `redis::aio::ConnectionManager` has that gap). So each node has a
+//! fair (first-come, first-served) gate: a call takes it, connects if there is no
+//! connection, and hands its request to the pipeline — one poll of the request future —
+//! before letting the next call through. Replies are awaited outside the gate, so calls
+//! still overlap on the wire.
 
 use std::future::Future;
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
+use std::task::Poll;
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{Client, ConnectionInfo, RedisResult};
-use tokio::sync::OnceCell;
+use redis::aio::MultiplexedConnection;
+use redis::{AsyncConnectionConfig, Client, ConnectionInfo, RedisError, RedisResult};
+use tokio::sync::Mutex;
 use tokio::time::Instant;
 
 use crate::config::Settings;
 use crate::error::NodeError;
-
-/// Reconnect attempts the connection manager makes per failure before giving up until the
-/// next call. Small on purpose: our own per-call deadline decides how long we wait.
-const RECONNECT_RETRIES: usize = 2;
 
 /// Whether a server has a native compare-and-delete, detected once per node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,8 +44,11 @@ pub(crate) struct Node {
     index: usize,
     addr: String,
     client: Client,
-    manager_config: ConnectionManagerConfig,
-    conn: OnceCell<ConnectionManager>,
+    config: AsyncConnectionConfig,
+    /// The connection (with its generation), behind the order gate; `None` until the first
+    /// call and after the connection broke.
+    conn: Mutex<Option<(u64, MultiplexedConnection)>>,
+    generation: AtomicU64,
     native_delete: OnceLock<NativeDelete>,
     probing: AtomicBool,
     resolved: Vec<SocketAddr>,
@@ -58,18 +69,17 @@ impl Node {
         let addr = info.addr().to_string();
         let resolved = resolve(info.addr());
         let client = Client::open(info)?;
-        let manager_config = ConnectionManagerConfig::new()
+        // Our own per-call deadline decides how long a reply may take.
+        let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(settings.node_timeout))
-            .set_response_timeout(None)
-            .set_number_of_retries(RECONNECT_RETRIES)
-            .set_min_delay(Duration::from_millis(10))
-            .set_max_delay(Duration::from_millis(200));
+            .set_response_timeout(None);
         Ok(Node {
             index,
             addr,
             client,
-            manager_config,
-            conn: OnceCell::new(),
+            config,
+            conn: Mutex::new(None),
+            generation: AtomicU64::new(0),
             native_delete: OnceLock::new(),
             probing: AtomicBool::new(false),
             resolved,
@@ -92,23 +102,6 @@ impl Node {
         self.addr == other.addr || self.resolved.iter().any(|a| other.resolved.contains(a))
     }
 
-    /// A clone of the shared multiplexed connection, created on first use. Creation does
-    /// not connect, so it cannot fail on a node that is down.
-    fn connection(&self) -> RedisResult<ConnectionManager> {
-        if let Some(c) = self.conn.get() {
-            return Ok(c.clone());
-        }
-        let made = ConnectionManager::new_lazy_with_config(
-            self.client.clone(),
-            self.manager_config.clone(),
-        )?;
-        // A concurrent first call may have won; either connection is equivalent.
-        let _ = self.conn.set(made);
-        self.conn.get().cloned().ok_or_else(|| {
-            redis::RedisError::from((redis::ErrorKind::Client, "connection cell empty"))
-        })
-    }
-
     pub(crate) fn client(&self) -> &Client {
         &self.client
     }
@@ -121,19 +114,56 @@ impl Node {
         f: F,
     ) -> (Result<T, NodeError>, Duration)
     where
-        F: FnOnce(ConnectionManager) -> Fut,
+        F: FnOnce(MultiplexedConnection) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
     {
         let started = Instant::now();
-        let result = match self.connection() {
-            Err(e) => Err(NodeError::from_redis(&e)),
-            Ok(conn) => match tokio::time::timeout(timeout, f(conn)).await {
-                Err(_) => Err(NodeError::Timeout(timeout)),
-                Ok(Err(e)) => Err(NodeError::from_redis(&e)),
-                Ok(Ok(v)) => Ok(v),
-            },
+        let result = match tokio::time::timeout(timeout, self.in_order(f)).await {
+            Err(_) => Err(NodeError::Timeout(timeout)),
+            Ok(Err(e)) => Err(NodeError::from_redis(&e)),
+            Ok(Ok(v)) => Ok(v),
         };
         (result, started.elapsed())
+    }
+
+    /// Runs `f`, its first request handed to the connection before any later call's (see
+    /// the module docs).
+    async fn in_order<T, F, Fut>(&self, f: F) -> RedisResult<T>
+    where
+        F: FnOnce(MultiplexedConnection) -> Fut,
+        Fut: Future<Output = RedisResult<T>>,
+    {
+        let mut gate = self.conn.lock().await;
+        let (generation, conn) = match &*gate {
+            Some((g, c)) => (*g, c.clone()),
+            None => {
+                let c = self
+                    .client
+                    .get_multiplexed_async_connection_with_config(&self.config)
+                    .await?;
+                let g = self.generation.fetch_add(1, Ordering::Relaxed);
+                *gate = Some((g, c.clone()));
+                (g, c)
+            }
+        };
+        let mut request = std::pin::pin!(f(conn));
+        // One poll puts the request in the pipeline's queue (or in line for a place in it).
+        let first = std::future::poll_fn(|cx| Poll::Ready(request.as_mut().poll(cx))).await;
+        drop(gate);
+        let result = match first {
+            Poll::Ready(r) => r,
+            Poll::Pending => request.await,
+        };
+        if let Err(e) = &result
+            && broken(e)
+        {
+            // Connect again on the next call, unless another call already has.
+            let mut gate = self.conn.lock().await;
+            if gate.as_ref().is_some_and(|(g, _)| *g == generation) {
+                *gate = None;
+            }
+        }
+        result
     }
 
     /// The native compare-and-delete this server is known to offer. Until a probe has
@@ -192,4 +222,9 @@ fn resolve(addr: &redis::ConnectionAddr) -> Vec<SocketAddr> {
             .unwrap_or_default(),
         _ => Vec::new(),
     }
+}
+
+/// Whether `e` means the connection itself is gone (and the next call must reconnect).
+fn broken(e: &RedisError) -> bool {
+    e.is_io_error() || e.is_connection_dropped() || e.is_unrecoverable_error()
 }

@@ -212,3 +212,34 @@ fn shutdown_waits_for_every_background_clean_up() {
     let left = cluster.holding("contended");
     assert_eq!(left, vec![0, 1, 2], "the failed attempt's keys are gone");
 }
+
+/// The same, before any connection exists: the attempt's `SET`s and the clean-up's deletes
+/// both wait for connections to nodes that are frozen mid-handshake. When the nodes come
+/// back, the deletes must still reach each node after the `SET`s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_acquire_on_connecting_nodes_removes_what_it_set() {
+    let cluster = Cluster::start(Flavour::Redis, 5);
+    let redlock = Redlock::builder(cluster.urls())
+        .ttl(Duration::from_secs(10))
+        .node_timeout(Duration::from_secs(1))
+        .build()
+        .expect("valid");
+    for i in 0..5 {
+        cluster.servers[i].freeze();
+    }
+    for round in 0..4 {
+        let key = format!("connecting-{round}");
+        let cancelled =
+            tokio::time::timeout(Duration::from_millis(20), redlock.try_acquire(&key)).await;
+        assert!(cancelled.is_err(), "the attempt should still be waiting");
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    for i in 0..5 {
+        cluster.servers[i].thaw();
+    }
+    for round in 0..4 {
+        let key = format!("connecting-{round}");
+        let left = block_in_place(|| cluster.wait_gone(&key, Duration::from_secs(3)));
+        assert!(left.is_empty(), "{key} still on nodes {left:?}");
+    }
+}
