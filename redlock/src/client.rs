@@ -231,8 +231,9 @@ impl Redlock {
         self.settings.fencing
     }
 
-    /// The same client (same connections) with another TTL. A node timeout derived from
-    /// the TTL is derived again.
+    /// The same client (same connections, same background work) with another TTL. A node
+    /// timeout derived from the TTL is derived again; an explicit one is checked against
+    /// the new TTL. Every call of the new client uses its own deadline.
     ///
     /// # Errors
     /// As [`Builder::build`] for the new TTL.
