@@ -257,6 +257,7 @@ impl Builder {
             return Err(ConfigError::NoNodes);
         }
         let mut nodes: Vec<Node> = Vec::with_capacity(self.urls.len());
+        let servers = std::sync::Arc::new(crate::node::ServerIds::default());
         for (index, url) in self.urls.iter().enumerate() {
             let info =
                 url.as_str()
@@ -265,10 +266,12 @@ impl Builder {
                         index,
                         reason: redact(&e.to_string(), url),
                     })?;
-            let node = Node::new(index, info, &settings).map_err(|e| ConfigError::InvalidUrl {
-                index,
-                reason: redact(&e.to_string(), url),
-            })?;
+            let node = Node::new(index, info, &settings, std::sync::Arc::clone(&servers)).map_err(
+                |e| ConfigError::InvalidUrl {
+                    index,
+                    reason: redact(&e.to_string(), url),
+                },
+            )?;
             if let Some(first) = nodes.iter().find(|n| n.same_server(&node)) {
                 return Err(ConfigError::DuplicateNode {
                     first: first.index(),

@@ -105,6 +105,12 @@ pub enum NodeError {
     /// The node answered something the protocol does not allow here.
     #[error("unexpected reply: {0}")]
     Protocol(String),
+    /// The node is the same server (same `run_id`) as the node at this address, reached
+    /// under another name: its vote is not counted twice.
+    #[error(
+        "same server as node {0} (same run_id): list every primary once; this vote is not counted"
+    )]
+    SameServer(String),
 }
 
 impl NodeError {

@@ -12,7 +12,15 @@
 //! connection, and hands its request to the pipeline — one poll of the request future —
 //! before letting the next call through. Replies are awaited outside the gate, so calls
 //! still overlap on the wire.
+//!
+//! # One server, one vote
+//! `build()` refuses two URLs that resolve to a common address. Two addresses can still
+//! reach one server (a proxy, NAT, another interface of the same host); so each new
+//! connection asks the server for its `run_id`, and a node whose server already answered
+//! under another node's name fails every call with [`NodeError::SameServer`]: its vote is
+//! never counted twice.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -39,6 +47,30 @@ pub(crate) enum NativeDelete {
     DelEx,
 }
 
+/// Which node first reached each server, by the server's `run_id`; shared by the nodes of
+/// one client.
+#[derive(Debug, Default)]
+pub(crate) struct ServerIds(std::sync::Mutex<HashMap<String, (usize, String)>>);
+
+impl ServerIds {
+    /// Records that node `index` (at `addr`) reached server `run_id`; the address of the
+    /// other node that reached it first, if any.
+    fn claim(&self, run_id: String, index: usize, addr: &str) -> Option<String> {
+        let mut ids = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match ids.get(&run_id) {
+            Some((first, first_addr)) if *first != index => Some(first_addr.clone()),
+            Some(_) => None,
+            None => {
+                ids.insert(run_id, (index, addr.to_owned()));
+                None
+            }
+        }
+    }
+}
+
 /// A Redis or Valkey primary taking part in the quorum.
 pub(crate) struct Node {
     index: usize,
@@ -49,6 +81,9 @@ pub(crate) struct Node {
     /// call and after the connection broke.
     conn: Mutex<Option<(u64, MultiplexedConnection)>>,
     generation: AtomicU64,
+    servers: Arc<ServerIds>,
+    /// Set when this node's server answered first under another node's name.
+    same_as: OnceLock<String>,
     native_delete: OnceLock<NativeDelete>,
     probing: AtomicBool,
     resolved: Vec<SocketAddr>,
@@ -65,6 +100,7 @@ impl Node {
         index: usize,
         info: ConnectionInfo,
         settings: &Settings,
+        servers: Arc<ServerIds>,
     ) -> RedisResult<Self> {
         let addr = info.addr().to_string();
         let resolved = resolve(info.addr());
@@ -80,6 +116,8 @@ impl Node {
             config,
             conn: Mutex::new(None),
             generation: AtomicU64::new(0),
+            servers,
+            same_as: OnceLock::new(),
             native_delete: OnceLock::new(),
             probing: AtomicBool::new(false),
             resolved,
@@ -118,12 +156,45 @@ impl Node {
         Fut: Future<Output = RedisResult<T>>,
     {
         let started = Instant::now();
+        if let Some(other) = self.same_as.get() {
+            return (Err(NodeError::SameServer(other.clone())), started.elapsed());
+        }
         let result = match tokio::time::timeout(timeout, self.in_order(f)).await {
             Err(_) => Err(NodeError::Timeout(timeout)),
-            Ok(Err(e)) => Err(NodeError::from_redis(&e)),
+            Ok(Err(e)) => match self.same_as.get() {
+                Some(other) => Err(NodeError::SameServer(other.clone())),
+                None => Err(NodeError::from_redis(&e)),
+            },
             Ok(Ok(v)) => Ok(v),
         };
         (result, started.elapsed())
+    }
+
+    /// Asks a new connection's server for its `run_id` and checks that no other node
+    /// reached it first. A server that does not say (an `INFO` restricted by ACL) is
+    /// taken as distinct: `build()` has already refused duplicate addresses.
+    async fn check_distinct(&self, conn: &mut MultiplexedConnection) -> RedisResult<()> {
+        let Ok(info) = redis::cmd("INFO")
+            .arg("server")
+            .query_async::<String>(conn)
+            .await
+        else {
+            return Ok(());
+        };
+        let run_id = info
+            .lines()
+            .find_map(|l| l.strip_prefix("run_id:"))
+            .map(|id| id.trim().to_owned());
+        if let Some(run_id) = run_id
+            && let Some(other) = self.servers.claim(run_id, self.index, &self.addr)
+        {
+            let _ = self.same_as.set(other);
+            return Err(RedisError::from((
+                redis::ErrorKind::Client,
+                "same server as another node",
+            )));
+        }
+        Ok(())
     }
 
     /// Runs `f`, its first request handed to the connection before any later call's (see
@@ -137,10 +208,11 @@ impl Node {
         let (generation, conn) = match &*gate {
             Some((g, c)) => (*g, c.clone()),
             None => {
-                let c = self
+                let mut c = self
                     .client
                     .get_multiplexed_async_connection_with_config(&self.config)
                     .await?;
+                self.check_distinct(&mut c).await?;
                 let g = self.generation.fetch_add(1, Ordering::Relaxed);
                 *gate = Some((g, c.clone()));
                 (g, c)

@@ -73,7 +73,8 @@ async fn with_ttl_derives_the_node_deadline_again() {
         .expect("valid");
     let short = built.with_ttl(Duration::from_millis(50)).expect("valid");
     assert!(short.node_timeout() < Duration::from_millis(50));
-    short
+    // Warm the shared connections with the long deadline.
+    built
         .try_acquire("warm")
         .await
         .expect("free")
@@ -178,4 +179,34 @@ async fn contended_means_every_answered_refusal_was_another_owner() {
         .await
         .expect_err("held");
     assert!(err.is_contended(), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_server_behind_two_addresses_counts_once() {
+    let mut cluster = Cluster::start(Flavour::Redis, 2);
+    // A proxy: a second address for server 0 that no resolver can tell apart.
+    let proxy = support::StrandingProxy::start(cluster.servers[0].port).await;
+    let redlock = Redlock::builder([
+        cluster.servers[0].url(),
+        proxy.url(),
+        cluster.servers[1].url(),
+    ])
+    .ttl(Duration::from_secs(2))
+    .build()
+    .expect("distinct addresses");
+    cluster.servers[1].kill();
+    // Only one real server is up: one vote, not two.
+    let err = redlock
+        .try_acquire("twice")
+        .await
+        .expect_err("one server is not a majority of three");
+    let text = err.to_string();
+    assert!(text.contains("same server as node"), "{text}");
+    assert!(
+        matches!(
+            err,
+            fenced_redlock::LockError::QuorumNotReached { granted: 0 | 1, .. }
+        ),
+        "{text}"
+    );
 }
