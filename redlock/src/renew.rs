@@ -305,6 +305,10 @@ async fn renew_loop(
             _ = &mut stopped => return Ok(lease),
         };
         match renewed {
+            // Done, but only after validity ended: the holder has been told (or may have
+            // been: `status` and `lost` watch the clock) that the lease is lost, and a loss
+            // is final.
+            Ok(_) if Instant::now() >= valid_until => break LossReason::Expired,
             Ok(_) => {
                 let _ = status.send(LeaseStatus::Held {
                     valid_until: lease.valid_until(),
