@@ -3,10 +3,19 @@
 mod support;
 
 use std::process::Command;
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use redis::Commands;
 
 use support::RedisServer;
 
 fn chaos_lock(nodes: &str, extra: &[&str]) -> (i32, serde_json::Value, String) {
+    chaos_lock_ttl(nodes, "2s", extra)
+}
+
+fn chaos_lock_ttl(nodes: &str, ttl: &str, extra: &[&str]) -> (i32, serde_json::Value, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_chaos"))
         .args([
             "lock",
@@ -15,7 +24,7 @@ fn chaos_lock(nodes: &str, extra: &[&str]) -> (i32, serde_json::Value, String) {
             "--resource",
             "cli:test",
             "--ttl",
-            "2s",
+            ttl,
             "--json",
         ])
         .args(extra)
@@ -77,4 +86,41 @@ fn fails_with_the_quorum_error_when_a_majority_is_down() {
     assert_ne!(code, 0, "{text}");
     assert_eq!(json["acquired"], false, "{text}");
     assert!(text.contains("needed 2"), "{text}");
+}
+
+/// Another owner holds the resource on 3 of 5 nodes and every node was just frozen and
+/// thawed: the command fails, and when it has exited no key of ours is left anywhere (the
+/// clean-up of its last attempt ran before the process ended).
+#[test]
+fn leaves_no_key_behind_when_the_resource_is_held_on_a_majority() {
+    let servers: Vec<RedisServer> = (0..5).map(|_| RedisServer::start()).collect();
+    let nodes: Vec<String> = servers
+        .iter()
+        .map(|s| format!("redis://{}", s.addr()))
+        .collect();
+    let admin = |s: &RedisServer| {
+        redis::Client::open(format!("redis://{}", s.addr()))
+            .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(2)))
+            .expect("admin connection")
+    };
+    for s in &servers[..3] {
+        let _: () = admin(s).pset_ex("cli:test", "other", 30_000).expect("SET");
+    }
+    for signal in [Signal::SIGSTOP, Signal::SIGCONT] {
+        for s in &servers {
+            let pid = Pid::from_raw(i32::try_from(s.pid()).expect("pid"));
+            kill(pid, signal).expect("signal the server");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // A 10 s TTL gives each node call a 500 ms deadline: the clean-up completes within it
+    // even on a loaded machine.
+    let (code, json, text) = chaos_lock_ttl(&nodes.join(","), "10s", &["--wait", "300ms"]);
+    assert_ne!(code, 0, "{text}");
+    assert_eq!(json["acquired"], false, "{text}");
+    for (i, s) in servers.iter().enumerate() {
+        let value: Option<String> = admin(s).get("cli:test").expect("GET");
+        let expected = (i < 3).then(|| "other".to_owned());
+        assert_eq!(value, expected, "node {i} after chaos lock exited: {text}");
+    }
 }

@@ -1,10 +1,12 @@
-//! The client: acquire by quorum, with or without waiting.
+//! The client: acquire by quorum, with or without waiting, and its shutdown.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use rand::Rng;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
 use crate::config::{Builder, Settings};
@@ -17,27 +19,120 @@ use crate::quorum::{self, Tally, Until};
 use crate::script;
 use crate::token::Token;
 use crate::validity;
+use std::future::Future;
 
 /// Pause before looking again when an attempt made on a release notice failed.
 const RECHECK_AFTER_NOTICE: Duration = Duration::from_millis(10);
 
+/// Slack added to the shutdown bound for scheduling and connection set-up.
+const SHUTDOWN_SLACK: Duration = Duration::from_millis(250);
+
 /// `base` jittered by ±50 %, so waiters that failed together do not retry together.
+/// Saturates instead of overflowing for absurd bases.
 fn jittered(base: Duration) -> Duration {
-    base.mul_f64(rand::rng().random_range(0.5..1.5))
+    Duration::try_from_secs_f64(base.as_secs_f64() * rand::rng().random_range(0.5..1.5))
+        .unwrap_or(base)
 }
 
-/// Connections and notification tasks, shared by clones and by leases.
+/// Connections, notification tasks and background work, shared by clones and by leases.
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub(crate) nodes: Vec<Arc<Node>>,
     notifier: OnceLock<Arc<Notifier>>,
+    /// Every background task that may still touch our keys: failed-attempt and cancelled
+    /// clean-ups, releases of dropped leases, renewers, in-flight calls handed off by the
+    /// quorum. `shutdown` waits for them.
+    tasks: TaskTracker,
+    /// Cancelled by `shutdown`: renewers release and stop, notifiers stop.
+    closing: CancellationToken,
+    /// The longest node deadline of any client sharing these connections (`with_ttl`
+    /// clients have their own): bounds how long a background task can run.
+    longest_deadline: Mutex<Duration>,
 }
 
 impl Shared {
-    pub(crate) fn new(nodes: Vec<Node>) -> Self {
+    pub(crate) fn new(nodes: Vec<Node>, deadline: Duration) -> Self {
         Shared {
             nodes: nodes.into_iter().map(Arc::new).collect(),
             notifier: OnceLock::new(),
+            tasks: TaskTracker::new(),
+            closing: CancellationToken::new(),
+            longest_deadline: Mutex::new(deadline),
+        }
+    }
+
+    /// Runs `work` in the background on the current runtime, tracked for `shutdown`.
+    /// Without a runtime (a drop outside Tokio) nothing can run: returns `false`, and the
+    /// keys expire with their TTL.
+    pub(crate) fn spawn<F>(&self, work: F) -> bool
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                self.tasks.spawn_on(work, &runtime);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// The tracker of background work, for the quorum's hand-offs.
+    pub(crate) fn tasks(&self) -> &TaskTracker {
+        &self.tasks
+    }
+
+    /// Cancelled once `shutdown` has begun.
+    pub(crate) fn closing(&self) -> &CancellationToken {
+        &self.closing
+    }
+
+    fn note_deadline(&self, deadline: Duration) {
+        let mut longest = self
+            .longest_deadline
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        *longest = (*longest).max(deadline);
+    }
+
+    fn longest_deadline(&self) -> Duration {
+        *self
+            .longest_deadline
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// An acquire attempt in flight: until disarmed, dropping it (the attempt's future was
+/// cancelled) spawns the removal of our key from every node.
+struct AttemptGuard {
+    shared: Arc<Shared>,
+    key: Arc<str>,
+    token: Token,
+    deadline: Duration,
+    armed: bool,
+}
+
+impl AttemptGuard {
+    fn disarm(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for AttemptGuard {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let nodes = self.shared.nodes.clone();
+        let (key, token, deadline) = (Arc::clone(&self.key), self.token.clone(), self.deadline);
+        // Our deletes queue behind the attempt's SETs on each connection, so they land
+        // after them whatever state the attempt was in.
+        let spawned = self.shared.spawn(async move {
+            crate::lease::delete_everywhere(&nodes, &key, &token, false, deadline).await;
+        });
+        if !spawned {
+            tracing::warn!(key = %self.key, "acquire cancelled outside a Tokio runtime: its keys expire with the ttl");
         }
     }
 }
@@ -82,6 +177,7 @@ impl Redlock {
     }
 
     pub(crate) fn from_shared(shared: Shared, settings: Settings) -> Self {
+        shared.note_deadline(settings.node_timeout);
         Redlock {
             shared: Arc::new(shared),
             settings: Arc::new(settings),
@@ -135,15 +231,18 @@ impl Redlock {
         self.settings.fencing
     }
 
-    /// The same client (same connections) with another TTL. A node timeout derived from
-    /// the TTL is derived again.
+    /// The same client (same connections, same background work) with another TTL. A node
+    /// timeout derived from the TTL is derived again; an explicit one is checked against
+    /// the new TTL. Every call of the new client uses its own deadline.
     ///
     /// # Errors
     /// As [`Builder::build`] for the new TTL.
     pub fn with_ttl(&self, ttl: Duration) -> Result<Redlock, ConfigError> {
+        let settings = self.settings.with_ttl(ttl)?;
+        self.shared.note_deadline(settings.node_timeout);
         Ok(Redlock {
             shared: Arc::clone(&self.shared),
-            settings: Arc::new(self.settings.with_ttl(ttl)?),
+            settings: Arc::new(settings),
         })
     }
 
@@ -159,6 +258,50 @@ impl Redlock {
 
     pub(crate) fn key(&self, resource: &str) -> String {
         format!("{}{resource}", self.settings.key_prefix)
+    }
+
+    /// Waits for this client's background work to finish, then stops its notification
+    /// tasks; see "Shutdown" in the crate docs. Covers every clone of this client and
+    /// every client made from it by [`with_ttl`](Self::with_ttl) or
+    /// [`with_fencing`](Self::with_fencing) (they share connections and background work).
+    ///
+    /// What it waits for: clean-ups of failed and cancelled attempts, releases of dropped
+    /// [`Lease`]s and [`RenewingLease`](crate::RenewingLease)s, and every renewer — a
+    /// renewer still running is stopped, its lease released, and its holder told
+    /// [`LossReason::Shutdown`](crate::LossReason::Shutdown). A [`Lease`] still in the
+    /// caller's hands is not touched: release it before or after.
+    ///
+    /// The wait is bounded: every background task makes at most two rounds of node calls
+    /// (a renewal, then a release), each bounded by its node deadline, so the wait is at
+    /// most twice the longest node deadline plus a small slack.
+    ///
+    /// After shutdown, acquires fail with [`LockError::ShutDown`]. Calling it again is
+    /// harmless.
+    ///
+    /// # Errors
+    /// [`LockError::ShutdownTimedOut`] when work was still running at the bound (its keys
+    /// expire with their TTL).
+    pub async fn shutdown(&self) -> Result<(), LockError> {
+        let span = tracing::debug_span!("redlock.shutdown", nodes = self.nodes());
+        async {
+            self.shared.closing.cancel();
+            self.shared.tasks.close();
+            let bound = self
+                .shared
+                .longest_deadline()
+                .saturating_mul(2)
+                .saturating_add(SHUTDOWN_SLACK);
+            let finished = tokio::time::timeout(bound, self.shared.tasks.wait()).await;
+            if let Some(notifier) = self.shared.notifier.get() {
+                notifier.stop();
+            }
+            finished.map_err(|_| LockError::ShutdownTimedOut {
+                waited: bound,
+                pending: self.shared.tasks.len(),
+            })
+        }
+        .instrument(span)
+        .await
     }
 
     /// One attempt: succeeds only if a majority grants and validity is left.
@@ -190,14 +333,21 @@ impl Redlock {
 
     async fn acquire_waiting(&self, resource: &str, wait: Duration) -> Result<Lease, LockError> {
         let started = Instant::now();
-        let deadline = started + wait;
+        // No representable deadline (a wait of years): wait without one.
+        let deadline = started.checked_add(wait);
         let key = self.key(resource);
-        let releases =
+        let mut releases =
             (self.settings.notify && !wait.is_zero()).then(|| self.notifier().watch(&key));
         let mut attempts = 0u32;
+        // Woken by a notice: look again after a short pause, not a retry delay.
         let mut woken = false;
         loop {
             attempts = attempts.saturating_add(1);
+            // Notices heard from here on (also repeats of a release already heard) tell a
+            // woken waiter that more of that release's deletes have landed.
+            if let Some(watcher) = &mut releases {
+                watcher.mark();
+            }
             let err = match self.attempt(resource).await {
                 Ok(mut lease) => {
                     lease.attempts = attempts;
@@ -207,29 +357,35 @@ impl Redlock {
                 Err(e) => e,
             };
             let now = Instant::now();
-            if now >= deadline {
+            let left = deadline.map(|d| d.saturating_duration_since(now));
+            if left.is_some_and(|l| l.is_zero()) {
                 return Err(LockError::WaitTimeout {
                     resource: resource.to_owned(),
-                    waited: now - started,
+                    waited: now.saturating_duration_since(started),
                     attempts,
                     last: Box::new(err),
                 });
             }
             // An attempt made on a release notice can reach nodes whose delete has not
-            // landed yet, and the notices that followed may have been spent on it; look
-            // again shortly instead of waiting a whole retry delay.
+            // landed yet; look again shortly, and again at once whenever another node
+            // announces a delete (the same release heard again), instead of waiting a
+            // whole retry delay.
             let base = if woken {
                 self.settings.retry_delay.min(RECHECK_AFTER_NOTICE)
             } else {
                 self.settings.retry_delay
             };
-            let pause = jittered(base).min(deadline - now);
+            let pause = left.map_or(jittered(base), |l| jittered(base).min(l));
             woken = false;
-            match &releases {
+            match &mut releases {
                 Some(watcher) => {
                     tokio::select! {
                         () = tokio::time::sleep(pause) => {}
-                        () = watcher.released() => woken = true,
+                        () = watcher.released() => {
+                            woken = true;
+                            watcher.follow();
+                        }
+                        () = watcher.heard_again() => woken = true,
                     }
                 }
                 None => tokio::time::sleep(pause).await,
@@ -245,7 +401,11 @@ impl Redlock {
                 .iter()
                 .map(|n| n.client().clone())
                 .collect();
-            Arc::new(Notifier::start(clients, self.settings.node_timeout))
+            Arc::new(Notifier::start(
+                clients,
+                self.settings.node_timeout,
+                self.shared.closing.clone(),
+            ))
         })
     }
 
@@ -253,26 +413,37 @@ impl Redlock {
         if resource.is_empty() {
             return Err(LockError::EmptyResource);
         }
+        if self.shared.closing.is_cancelled() {
+            return Err(LockError::ShutDown);
+        }
         let nodes = &self.shared.nodes;
         let required = self.quorum();
         let key: Arc<str> = Arc::from(self.key(resource));
-        let fence_key: Arc<str> = Arc::from(format!("{key}:fence"));
+        let fence_key: Arc<[u8]> = Arc::from(crate::fence::counter_key(&key));
         let token = Token::random();
         let ttl_ms = self.settings.ttl_ms();
         let fencing = self.settings.fencing;
+        let deadline = self.settings.node_timeout;
+        let tasks = &self.shared.tasks;
+        let guard = AttemptGuard {
+            shared: Arc::clone(&self.shared),
+            key: Arc::clone(&key),
+            token: token.clone(),
+            deadline,
+            armed: true,
+        };
         let started = Instant::now();
 
-        let votes: Tally<i64> = quorum::fan_out(nodes, required, Until::Decided, |node| {
+        let votes: Tally<i64> = quorum::fan_out(nodes, required, Until::Decided, tasks, |node| {
             let (key, fence_key, token) = (Arc::clone(&key), Arc::clone(&fence_key), token.clone());
             async move {
-                node.call(|mut c| async move {
+                node.call(deadline, |mut c| async move {
                     if fencing {
                         let fence: i64 = script::ACQUIRE_FENCED
-                            .key(&*key)
-                            .key(&*fence_key)
+                            .call(&[key.as_bytes(), &fence_key])
                             .arg(token.as_str())
                             .arg(ttl_ms)
-                            .invoke_async(&mut c)
+                            .query_async(&mut c)
                             .await?;
                         Ok((fence >= 0).then_some(fence))
                     } else {
@@ -293,7 +464,7 @@ impl Redlock {
         .await;
 
         if !votes.reached() {
-            self.cleanup(&key, &token, &votes);
+            self.cleanup(guard, &votes);
             return Err(votes.quorum_error(resource, nodes));
         }
 
@@ -303,53 +474,57 @@ impl Redlock {
             let next = match FenceToken::next_after(votes.yes_values()) {
                 Ok(t) => t,
                 Err(value) => {
-                    self.cleanup(&key, &token, &votes);
+                    self.cleanup(guard, &votes);
                     return Err(LockError::FenceExhausted {
                         resource: resource.to_owned(),
                         value,
                     });
                 }
             };
-            let written: Tally<()> = quorum::fan_out(nodes, required, Until::Decided, |node| {
-                let (key, fence_key, token) =
-                    (Arc::clone(&key), Arc::clone(&fence_key), token.clone());
-                async move {
-                    node.call(|mut c| async move {
-                        let held: i64 = script::FENCE_WRITE
-                            .key(&*key)
-                            .key(&*fence_key)
-                            .arg(token.as_str())
-                            .arg(next.get())
-                            .invoke_async(&mut c)
-                            .await?;
-                        Ok((held == 1).then_some(()))
-                    })
-                    .await
-                }
-            })
-            .await;
+            let written: Tally<()> =
+                quorum::fan_out(nodes, required, Until::Decided, tasks, |node| {
+                    let (key, fence_key, token) =
+                        (Arc::clone(&key), Arc::clone(&fence_key), token.clone());
+                    async move {
+                        node.call(deadline, |mut c| async move {
+                            let held: i64 = script::FENCE_WRITE
+                                .call(&[key.as_bytes(), &fence_key])
+                                .arg(token.as_str())
+                                .arg(next.get())
+                                .query_async(&mut c)
+                                .await?;
+                            Ok((held == 1).then_some(()))
+                        })
+                        .await
+                    }
+                })
+                .await;
             if !written.reached() {
-                self.cleanup(&key, &token, &votes);
+                self.cleanup(guard, &votes);
                 return Err(written.quorum_error(resource, nodes));
             }
             for (report, answer) in reports.iter_mut().zip(&written.answers) {
                 if let Some((_, latency)) = answer {
-                    report.latency = Some(report.latency.unwrap_or_default() + *latency);
+                    report.latency =
+                        Some(report.latency.unwrap_or_default().saturating_add(*latency));
                 }
             }
             fence = Some(next);
         }
 
         let elapsed = started.elapsed();
-        let Some(validity) = validity::validity(self.settings.ttl, elapsed, self.settings.drift)
-        else {
-            self.cleanup(&key, &token, &votes);
+        let valid_until = validity::validity(self.settings.ttl, elapsed, self.settings.drift)
+            .and_then(|v| started.checked_add(elapsed)?.checked_add(v));
+        let Some(valid_until) = valid_until else {
+            self.cleanup(guard, &votes);
             return Err(LockError::NoValidityLeft {
                 resource: resource.to_owned(),
                 elapsed,
                 ttl: self.settings.ttl,
             });
         };
+        // From here the lease owns the keys (its release, or its drop, removes them).
+        guard.disarm();
         Ok(Lease::new(
             self.clone(),
             resource.to_owned(),
@@ -357,7 +532,7 @@ impl Redlock {
             token,
             fence,
             started,
-            started + elapsed + validity,
+            valid_until,
             elapsed,
             reports,
         ))
@@ -372,7 +547,10 @@ impl Redlock {
     /// Nodes that refused the `SET NX` hold no key of ours and are skipped: under
     /// contention most votes are refusals, and deleting there would double the cost of
     /// every failed attempt.
-    fn cleanup(&self, key: &Arc<str>, token: &Token, votes: &Tally<i64>) {
+    ///
+    /// The clean-up is tracked: [`shutdown`](Self::shutdown) waits for it.
+    fn cleanup(&self, mut guard: AttemptGuard, votes: &Tally<i64>) {
+        guard.armed = false;
         let nodes: Vec<Arc<Node>> = self
             .shared
             .nodes
@@ -384,9 +562,9 @@ impl Redlock {
         if nodes.is_empty() {
             return;
         }
-        let (key, token) = (Arc::clone(key), token.clone());
-        tokio::spawn(async move {
-            crate::lease::delete_everywhere(&nodes, &key, &token, false).await;
+        let (key, token, deadline) = (Arc::clone(&guard.key), guard.token.clone(), guard.deadline);
+        self.shared.spawn(async move {
+            crate::lease::delete_everywhere(&nodes, &key, &token, false, deadline).await;
         });
     }
 }

@@ -11,6 +11,12 @@ use crate::{Redlock, Shared};
 
 /// Lease time when none is set.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
+/// The longest TTL accepted: ten years. Servers refuse a `PX` whose expiry time (now + ttl
+/// in ms) overflows a 64-bit integer, and validity deadlines are instants on our
+/// monotonic clock; ten years is far inside both, and far beyond any sensible lease.
+pub const MAX_TTL: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+/// The shortest TTL accepted: `PX` takes whole milliseconds, and `PX 0` is refused.
+pub const MIN_TTL: Duration = Duration::from_millis(1);
 /// Fraction of the TTL set aside for server clocks running fast (plus a fixed 2 ms).
 pub const DEFAULT_DRIFT_FACTOR: f64 = 0.01;
 /// Divisor that derives the per-node deadline from the TTL when none is set (`ttl / 10`).
@@ -50,9 +56,15 @@ impl Settings {
         if ttl.is_zero() {
             return Err(ConfigError::ZeroTtl);
         }
-        if u64::try_from(ttl.as_millis()).map_or(true, |ms| ms > i64::MAX as u64) {
+        if ttl < MIN_TTL {
+            return Err(ConfigError::TtlTooSmall { ttl });
+        }
+        if ttl > MAX_TTL {
             return Err(ConfigError::TtlTooLarge { ttl });
         }
+        // The servers get whole milliseconds; validity must count from what they get, not
+        // from a fraction they never saw.
+        let ttl = Duration::from_millis(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX));
         if !(0.0..1.0).contains(&drift_factor) {
             return Err(ConfigError::InvalidDriftFactor {
                 factor: drift_factor,
@@ -106,17 +118,23 @@ impl Settings {
         )
     }
 
+    /// The TTL as sent in `PX` (whole milliseconds, at most [`MAX_TTL`]: see `validated`).
     pub(crate) fn ttl_ms(&self) -> u64 {
-        // Checked in `validated`: fits in i64 milliseconds.
-        u64::try_from(self.ttl.as_millis()).unwrap_or(i64::MAX as u64)
+        u64::try_from(self.ttl.as_millis()).unwrap_or(u64::MAX)
     }
 }
 
 /// `ttl / 10`, kept within [`MIN_DERIVED_NODE_TIMEOUT`, `MAX_DERIVED_NODE_TIMEOUT`] and below the TTL.
 fn derived_node_timeout(ttl: Duration) -> Duration {
-    let t = (ttl / DEFAULT_NODE_TIMEOUT_DIVISOR)
+    let t = ttl
+        .checked_div(DEFAULT_NODE_TIMEOUT_DIVISOR)
+        .unwrap_or(ttl)
         .clamp(MIN_DERIVED_NODE_TIMEOUT, MAX_DERIVED_NODE_TIMEOUT);
-    if t >= ttl { ttl / 2 } else { t }
+    if t >= ttl {
+        ttl.checked_div(2).unwrap_or(ttl)
+    } else {
+        t
+    }
 }
 
 /// Builds a [`Redlock`] client. Every setting has a documented default; [`Builder::build`]
@@ -164,7 +182,9 @@ impl Builder {
         }
     }
 
-    /// Lease time to live (default [`DEFAULT_TTL`]). Sent as `PX` in whole milliseconds.
+    /// Lease time to live (default [`DEFAULT_TTL`]), between [`MIN_TTL`] and [`MAX_TTL`].
+    /// Sent as `PX` in whole milliseconds: a fraction of a millisecond is dropped, and
+    /// validity counts from the TTL that is sent.
     pub fn ttl(mut self, ttl: Duration) -> Self {
         self.ttl = ttl;
         self
@@ -184,7 +204,9 @@ impl Builder {
     }
 
     /// Mean pause between attempts of a waiting acquire when no release was heard
-    /// (default [`DEFAULT_RETRY_DELAY`], jittered ±50 %).
+    /// (default [`DEFAULT_RETRY_DELAY`], jittered ±50 %). Any length is accepted; a
+    /// pause that would overflow the clock saturates (the waiter then relies on release
+    /// notices and on its `wait`).
     pub fn retry_delay(mut self, delay: Duration) -> Self {
         self.retry_delay = delay;
         self
@@ -215,6 +237,10 @@ impl Builder {
     /// and reconnect by themselves: a node that is down now is a failed vote later, not
     /// an error here.
     ///
+    /// Host names are resolved once here (a blocking lookup; IP literals need none) to
+    /// refuse one server listed under two names (`localhost:6379` and `127.0.0.1:6379`),
+    /// which would count its vote twice. A name that does not resolve yet is not an error.
+    ///
     /// # Errors
     /// A [`ConfigError`] naming the setting to change.
     pub fn build(self) -> Result<Redlock, ConfigError> {
@@ -231,6 +257,7 @@ impl Builder {
             return Err(ConfigError::NoNodes);
         }
         let mut nodes: Vec<Node> = Vec::with_capacity(self.urls.len());
+        let servers = std::sync::Arc::new(crate::node::ServerIds::default());
         for (index, url) in self.urls.iter().enumerate() {
             let info =
                 url.as_str()
@@ -239,11 +266,13 @@ impl Builder {
                         index,
                         reason: redact(&e.to_string(), url),
                     })?;
-            let node = Node::new(index, info, &settings).map_err(|e| ConfigError::InvalidUrl {
-                index,
-                reason: redact(&e.to_string(), url),
-            })?;
-            if let Some(first) = nodes.iter().find(|n| n.identity() == node.identity()) {
+            let node = Node::new(index, info, &settings, std::sync::Arc::clone(&servers)).map_err(
+                |e| ConfigError::InvalidUrl {
+                    index,
+                    reason: redact(&e.to_string(), url),
+                },
+            )?;
+            if let Some(first) = nodes.iter().find(|n| n.same_server(&node)) {
                 return Err(ConfigError::DuplicateNode {
                     first: first.index(),
                     second: index,
@@ -252,7 +281,8 @@ impl Builder {
             }
             nodes.push(node);
         }
-        Ok(Redlock::from_shared(Shared::new(nodes), settings))
+        let deadline = settings.node_timeout;
+        Ok(Redlock::from_shared(Shared::new(nodes, deadline), settings))
     }
 }
 
@@ -312,6 +342,10 @@ mod tests {
             ConfigError::ZeroTtl
         );
         assert!(matches!(
+            e(Builder::new(five()).ttl(MAX_TTL + Duration::from_millis(1))),
+            ConfigError::TtlTooLarge { .. }
+        ));
+        assert!(matches!(
             e(Builder::new(["redis://a:1", "redis://b:2", "redis://a:1"])),
             ConfigError::DuplicateNode {
                 first: 0,
@@ -345,6 +379,17 @@ mod tests {
             e(Builder::new(five()).retry_delay(Duration::ZERO)),
             ConfigError::ZeroRetryDelay
         );
+    }
+
+    #[test]
+    fn ttl_is_whole_milliseconds() {
+        let r = Builder::new(five())
+            .ttl(Duration::from_micros(10_900))
+            .build()
+            .expect("valid");
+        assert_eq!(r.ttl(), Duration::from_millis(10));
+        assert_eq!(r.settings().ttl_ms(), 10);
+        assert!(Builder::new(five()).ttl(MAX_TTL).build().is_ok());
     }
 
     #[test]

@@ -38,9 +38,18 @@ pub enum ConfigError {
     /// The lease time is zero.
     #[error("ttl is zero: a lease needs a positive time to live, e.g. 10s")]
     ZeroTtl,
-    /// The TTL does not fit the server's millisecond integer.
-    #[error("ttl {ttl:?} is too large: PX takes whole milliseconds below 2^63")]
+    /// The TTL is longer than [`crate::config::MAX_TTL`].
+    #[error(
+        "ttl {ttl:?} is too large: use at most {max:?} (servers refuse expiry times that overflow their millisecond clock)",
+        max = crate::config::MAX_TTL
+    )]
     TtlTooLarge {
+        /// The rejected TTL.
+        ttl: Duration,
+    },
+    /// The TTL is shorter than one millisecond, the unit of `PX`.
+    #[error("ttl {ttl:?} is below 1ms: PX takes whole milliseconds; use at least 1ms")]
+    TtlTooSmall {
         /// The rejected TTL.
         ttl: Duration,
     },
@@ -96,6 +105,12 @@ pub enum NodeError {
     /// The node answered something the protocol does not allow here.
     #[error("unexpected reply: {0}")]
     Protocol(String),
+    /// The node is the same server (same `run_id`) as the node at this address, reached
+    /// under another name: its vote is not counted twice.
+    #[error(
+        "same server as node {0} (same run_id): list every primary once; this vote is not counted"
+    )]
+    SameServer(String),
 }
 
 impl NodeError {
@@ -220,6 +235,19 @@ pub enum LockError {
         /// Why.
         reason: crate::LossReason,
     },
+    /// The client was shut down ([`crate::Redlock::shutdown`]); it takes no new locks.
+    #[error("the lock client was shut down: build a new client to take locks again")]
+    ShutDown,
+    /// [`crate::Redlock::shutdown`] gave up waiting for background work.
+    #[error(
+        "shutdown waited {waited:?} and {pending} background clean-ups were still running; their keys expire with the ttl"
+    )]
+    ShutdownTimedOut {
+        /// How long it waited.
+        waited: Duration,
+        /// Background tasks still running.
+        pending: usize,
+    },
     /// The fencing counter would overflow (2^53, the largest integer Lua holds exactly).
     #[error(
         "fencing counter of {resource:?} is exhausted (reached {value}); reset it deliberately"
@@ -241,12 +269,23 @@ impl LockError {
         )
     }
 
-    /// True when every missing vote was contention (the resource is simply held).
+    /// True when the resource is simply held: at least one node refused because another
+    /// owner holds the key, and every node that answered without granting did so (nodes
+    /// the decision did not wait for do not count). A node that failed or timed out makes
+    /// it `false`: then the nodes, not only the holder, stand in the way.
     pub fn is_contended(&self) -> bool {
         match self {
-            LockError::QuorumNotReached { failures, .. } => failures
-                .iter()
-                .any(|f| f.reason == NodeFailureReason::NotOurs),
+            LockError::QuorumNotReached { failures, .. } => {
+                failures
+                    .iter()
+                    .any(|f| f.reason == NodeFailureReason::NotOurs)
+                    && failures.iter().all(|f| {
+                        matches!(
+                            f.reason,
+                            NodeFailureReason::NotOurs | NodeFailureReason::NoAnswerYet
+                        )
+                    })
+            }
             LockError::WaitTimeout { last, .. } => last.is_contended(),
             _ => false,
         }

@@ -1,9 +1,10 @@
 //! Fencing tokens: numbers that grow from grant to grant of a resource.
 //!
 //! # How a token is made
-//! Each node keeps, beside the lock key `K`, a counter `K:fence` (no expiry). The acquire's
-//! first round is one atomic script per node: `SET K token NX PX ttl` and, if that
-//! succeeded, read `K:fence`. With a quorum of yes votes the client takes
+//! Each node keeps, beside the lock key `K`, a counter (no expiry) under the key
+//! `K` + byte `0xFF` + `fence` (see [`counter_key`]). The acquire's first round is one
+//! atomic script per node: `SET K token NX PX ttl` and, if that succeeded, read the
+//! counter. With a quorum of yes votes the client takes
 //! `t = max(fences read) + 1` and, in a second round sent to **every** node, raises
 //! `K:fence` to `t` where it is lower and asks whether `K` still holds our token. The
 //! lease is returned only if a quorum answered "still ours" — so `t` was written to a
@@ -35,12 +36,59 @@
 //! - **Integers.** Counters live as Lua numbers (doubles); tokens stop at 2^53 with
 //!   [`LockError::FenceExhausted`](crate::LockError::FenceExhausted).
 //!
+//! - **Eviction.** Counters have no expiry. Under `maxmemory` with an `allkeys-*` policy
+//!   the server may evict a counter, which is amnesia of that one key (above). Run lock
+//!   nodes with `noeviction` or a `volatile-*` policy: those never evict keys without an
+//!   expiry, so they never evict a counter (lock keys carry a TTL and may be evicted
+//!   early under `volatile-*`, which ends a lease early but cannot hand out a smaller
+//!   token).
+//!
 //! The token is fixed for the life of a lease: extends and renewals keep it.
+//!
+//! # The counter's key
+//! Resource names are `&str`, so every lock key (prefix + name) is valid UTF-8. The counter
+//! key holds the byte `0xFF`, which never occurs in UTF-8, so no resource name, with any
+//! prefix, can name a counter, and two lock keys never share one (the key is the lock key
+//! followed by a fixed suffix). Earlier versions of this crate kept the counter at `K:fence`, which
+//! a resource named `K:fence` collided with; those counters are **not migrated**: after an
+//! upgrade tokens start again at 1. If a fenced resource already stores tokens from the old
+//! counters, copy each old counter to its new key on every node (with no lock held) before
+//! the first grant, or the resource will reject the new, smaller tokens as stale.
+//!
+//! # The counter's life
+//! A counter lives as long as its resource is locked now and then, and one key per resource
+//! stays behind after the last grant (which matters for per-entity locks such as
+//! `order:{id}`). Counters do not expire by themselves: a counter that vanished while a
+//! resource still remembers a token would restart at 1 and every later write would be
+//! rejected as stale (or, for a resource that forgot too, accepted out of order). Instead,
+//! retire a counter explicitly with [`Lease::retire_fence`](crate::Lease::retire_fence)
+//! when the entity it fences is gone for good: it deletes the counter on every node while
+//! the lease is held, then releases. The next grant of that resource gets token 1 again,
+//! which is exactly right for a new entity under the same name and exactly wrong for a
+//! resource that still stores the old tokens.
 
 use std::fmt;
 
 /// The largest token: the largest integer a Lua number holds exactly.
 pub const MAX_FENCE: u64 = 1 << 53;
+
+/// What follows the lock key in its counter's key. Starts with `0xFF`, a byte no UTF-8
+/// string contains, so no lock key can be a counter key.
+const COUNTER_SUFFIX: &[u8] = b"\xfffence";
+
+/// The key of the fence counter beside lock key `key` (see the [module docs](self)).
+///
+/// ```
+/// let key = fenced_redlock::fence::counter_key("orders:42");
+/// assert_eq!(key, b"orders:42\xfffence");
+/// assert!(std::str::from_utf8(&key).is_err());
+/// ```
+pub fn counter_key(key: &str) -> Vec<u8> {
+    let mut k = Vec::with_capacity(key.len().saturating_add(COUNTER_SUFFIX.len()));
+    k.extend_from_slice(key.as_bytes());
+    k.extend_from_slice(COUNTER_SUFFIX);
+    k
+}
 
 /// A fencing token: strictly greater than the token of any earlier returned grant of the
 /// same resource, under the conditions in the [module docs](self). Send it with every
@@ -107,6 +155,16 @@ mod tests {
     }
 
     proptest! {
+        /// No lock key (any UTF-8 string) is a counter key, and distinct lock keys have
+        /// distinct counters.
+        #[test]
+        fn counter_keys_are_outside_the_lock_key_space(a in ".*", b in ".*") {
+            let key = counter_key(&a);
+            prop_assert!(std::str::from_utf8(&key).is_err());
+            prop_assert_ne!(key.as_slice(), b.as_bytes());
+            prop_assert_eq!(counter_key(&a) == counter_key(&b), a == b);
+        }
+
         /// Any quorum that shares a node with an earlier writer's quorum reads at least
         /// the earlier token, so the next token is larger.
         #[test]

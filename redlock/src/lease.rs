@@ -80,8 +80,8 @@ impl ReleaseReport {
 ///
 /// Release it with [`release`](Lease::release). If it is only dropped, a best-effort
 /// release is spawned on the current Tokio runtime (if there is one) and its result is
-/// not reported; without a runtime the keys simply expire after the TTL, and until then
-/// nobody else can take the lock.
+/// not reported ([`Redlock::shutdown`] waits for it); without a runtime the keys simply
+/// expire after the TTL, and until then nobody else can take the lock.
 #[must_use = "a lease is released only by release().await (dropping it releases in the background, unreported)"]
 #[derive(Debug)]
 pub struct Lease {
@@ -151,7 +151,10 @@ impl Lease {
     /// never overlap while the lock's assumptions hold; `acquired_at` may precede a
     /// previous holder's release, since an attempt can start before the key is freed.
     pub fn granted_at(&self) -> Instant {
-        self.acquired_at + self.elapsed
+        // Fits: the grant computed `acquired_at + elapsed + validity` without overflow.
+        self.acquired_at
+            .checked_add(self.elapsed)
+            .unwrap_or(self.valid_until)
     }
 
     /// The end of validity: `attempt start + ttl − drift`, moved on by each extend.
@@ -216,37 +219,41 @@ impl Lease {
         }
         let settings = self.client.settings();
         let ttl_ms = settings.ttl_ms();
-        let nodes = &self.client.shared().nodes;
+        let deadline = settings.node_timeout;
+        let shared = self.client.shared();
+        let nodes = &shared.nodes;
         let required = self.client.quorum();
-        let tally: Tally<()> = quorum::fan_out(nodes, required, Until::Decided, |node| {
-            let (key, token) = (Arc::clone(&self.key), self.token.clone());
-            async move {
-                node.call(|mut c| async move {
-                    let r: i64 = script::EXTEND
-                        .key(&*key)
-                        .arg(token.as_str())
-                        .arg(ttl_ms)
-                        .invoke_async(&mut c)
-                        .await?;
-                    Ok((r == 1).then_some(()))
-                })
-                .await
-            }
-        })
-        .await;
+        let tally: Tally<()> =
+            quorum::fan_out(nodes, required, Until::Decided, shared.tasks(), |node| {
+                let (key, token) = (Arc::clone(&self.key), self.token.clone());
+                async move {
+                    node.call(deadline, |mut c| async move {
+                        let r: i64 = script::EXTEND
+                            .call(&[key.as_bytes()])
+                            .arg(token.as_str())
+                            .arg(ttl_ms)
+                            .query_async(&mut c)
+                            .await?;
+                        Ok((r == 1).then_some(()))
+                    })
+                    .await
+                }
+            })
+            .await;
         if !tally.reached() {
             return Err(tally.quorum_error(&self.resource, nodes));
         }
         let elapsed = started.elapsed();
-        let validity =
-            validity::validity(settings.ttl, elapsed, settings.drift).ok_or_else(|| {
-                LockError::NoValidityLeft {
-                    resource: self.resource.clone(),
-                    elapsed,
-                    ttl: settings.ttl,
-                }
-            })?;
-        self.valid_until = started + elapsed + validity;
+        let validity = validity::validity(settings.ttl, elapsed, settings.drift);
+        let valid_until = validity.and_then(|v| started.checked_add(elapsed)?.checked_add(v));
+        let (Some(validity), Some(valid_until)) = (validity, valid_until) else {
+            return Err(LockError::NoValidityLeft {
+                resource: self.resource.clone(),
+                elapsed,
+                ttl: settings.ttl,
+            });
+        };
+        self.valid_until = valid_until;
         Ok((validity, tally.not_ours()))
     }
 
@@ -255,13 +262,72 @@ impl Lease {
     pub async fn release(mut self) -> ReleaseReport {
         self.done = true;
         let span = tracing::debug_span!("redlock.release", resource = %self.resource);
-        let announce = self.client.settings().notify;
+        let settings = self.client.settings();
         delete_everywhere(
             &self.client.shared().nodes,
             &self.key,
             &self.token,
-            announce,
+            settings.notify,
+            settings.node_timeout,
         )
+        .instrument(span)
+        .await
+    }
+
+    /// Retires the resource's fence counter, then releases: deletes the counter on every
+    /// node while this lease still holds the lock, then releases as
+    /// [`release`](Lease::release) does. The next grant of the resource gets token 1.
+    ///
+    /// Use it when the entity the resource fences is gone for good (an `order:{id}`
+    /// deleted), so that one counter per entity does not stay behind forever. Never use
+    /// it for a resource that still stores tokens: it would reject every later write as
+    /// stale (see "The counter's life" in [`fence`](crate::fence)). A lease without
+    /// fencing can retire the counter too (a client with fencing off shares the keys).
+    ///
+    /// The report is the counter deletion's: [`ReleaseOutcome::Released`] where a counter
+    /// was deleted, [`ReleaseOutcome::AlreadyGone`] where there was none.
+    ///
+    /// # Errors
+    /// [`LockError::LeaseLost`] when validity had already run out: then nothing is
+    /// deleted (another holder may be using the counter), and the lease is released.
+    pub async fn retire_fence(self) -> Result<ReleaseReport, LockError> {
+        let span = tracing::debug_span!("redlock.retire_fence", resource = %self.resource);
+        async {
+            if !self.is_valid() {
+                let resource = self.resource.clone();
+                let _ = self.release().await;
+                return Err(LockError::LeaseLost {
+                    resource,
+                    reason: crate::LossReason::Expired,
+                });
+            }
+            let deadline = self.client.settings().node_timeout;
+            let shared = self.client.shared();
+            let counter: Arc<[u8]> = Arc::from(crate::fence::counter_key(&self.key));
+            let tally: Tally<i64> = quorum::fan_out(
+                &shared.nodes,
+                shared.nodes.len(),
+                Until::All,
+                shared.tasks(),
+                |node| {
+                    let counter = Arc::clone(&counter);
+                    async move {
+                        node.call(deadline, |mut c| async move {
+                            redis::cmd("DEL")
+                                .arg(&*counter)
+                                .query_async(&mut c)
+                                .await
+                                .map(Some)
+                        })
+                        .await
+                    }
+                },
+            )
+            .await;
+            let report = report_of(&shared.nodes, tally, deadline);
+            let _ = self.release().await;
+            Ok(report)
+        }
         .instrument(span)
         .await
     }
@@ -286,14 +352,13 @@ impl Drop for Lease {
         if self.done {
             return;
         }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let nodes = self.client.shared().nodes.clone();
+        let shared = self.client.shared();
+        let nodes = shared.nodes.clone();
         let (key, token) = (Arc::clone(&self.key), self.token.clone());
-        let announce = self.client.settings().notify;
-        runtime.spawn(async move {
-            delete_everywhere(&nodes, &key, &token, announce).await;
+        let settings = self.client.settings();
+        let (announce, deadline) = (settings.notify, settings.node_timeout);
+        shared.spawn(async move {
+            delete_everywhere(&nodes, &key, &token, announce, deadline).await;
         });
     }
 }
@@ -305,17 +370,20 @@ pub(crate) async fn delete_everywhere(
     key: &Arc<str>,
     token: &Token,
     announce: bool,
+    deadline: Duration,
 ) -> ReleaseReport {
     let announce: Arc<(String, String)> = Arc::new(if announce {
         (notify::channel(key), notify::release_id())
     } else {
         (String::new(), String::new())
     });
-    let tally: Tally<i64> = quorum::fan_out(nodes, nodes.len(), Until::All, |node| {
+    // Until::All: nothing is left in flight, so no tracker is needed beyond the caller's.
+    let untracked = tokio_util::task::TaskTracker::new();
+    let tally: Tally<i64> = quorum::fan_out(nodes, nodes.len(), Until::All, &untracked, |node| {
         let (key, token, announce) = (Arc::clone(key), token.clone(), Arc::clone(&announce));
         async move {
-            let native = node.native_delete();
-            node.call(|mut c| async move {
+            let native = node.native_delete(deadline);
+            node.call(deadline, |mut c| async move {
                 let (channel, release_id) = (&announce.0, &announce.1);
                 delete_one(&mut c, native, &key, &token, channel, release_id)
                     .await
@@ -325,6 +393,11 @@ pub(crate) async fn delete_everywhere(
         }
     })
     .await;
+    report_of(nodes, tally, deadline)
+}
+
+/// Per node: 1 deleted, 0 (or no value) nothing there, anything else not ours.
+fn report_of(nodes: &[Arc<Node>], tally: Tally<i64>, deadline: Duration) -> ReleaseReport {
     ReleaseReport {
         nodes: nodes
             .iter()
@@ -335,7 +408,7 @@ pub(crate) async fn delete_everywhere(
                     Some((Ok(Some(0) | None), _)) => ReleaseOutcome::AlreadyGone,
                     Some((Ok(Some(_)), _)) => ReleaseOutcome::NotOurs,
                     Some((Err(e), _)) => ReleaseOutcome::Failed(e),
-                    None => ReleaseOutcome::Failed(NodeError::Timeout(node.timeout)),
+                    None => ReleaseOutcome::Failed(NodeError::Timeout(deadline)),
                 };
                 (node.addr().to_owned(), outcome)
             })
@@ -346,7 +419,7 @@ pub(crate) async fn delete_everywhere(
 /// 1 released, 0 gone, −1 not ours (the native commands cannot tell gone from not ours
 /// and report 0 for both).
 async fn delete_one(
-    c: &mut redis::aio::ConnectionManager,
+    c: &mut redis::aio::MultiplexedConnection,
     native: NativeDelete,
     key: &str,
     token: &Token,
@@ -356,11 +429,11 @@ async fn delete_one(
     let native_cmd = match native {
         NativeDelete::None => {
             return script::RELEASE
-                .key(key)
+                .call(&[key.as_bytes()])
                 .arg(token.as_str())
                 .arg(channel)
                 .arg(release_id)
-                .invoke_async(c)
+                .query_async(c)
                 .await;
         }
         NativeDelete::DelIfEq => {

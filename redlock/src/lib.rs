@@ -54,6 +54,8 @@
 //!   it held; a second client can then gather a majority while the first still holds
 //!   its lease. Use `appendonly yes` with `appendfsync always`, or keep a restarted node
 //!   out for longer than the TTL. The same amnesia weakens fencing tokens (see [`fence`]).
+//! - **Eviction.** Run lock nodes with `maxmemory-policy noeviction` or a `volatile-*`
+//!   policy: `allkeys-*` may evict fence counters, which is amnesia (see [`fence`]).
 //! - **Majority loss.** With fewer than a quorum of nodes reachable, acquires fail
 //!   (cleanly, with [`LockError::QuorumNotReached`]); nobody gets the lock.
 //! - **Network delays.** A reply that arrives after its node's deadline is a lost vote; a
@@ -61,6 +63,44 @@
 //! - **What the lock cannot promise:** mutual exclusion under unbounded pauses, clock
 //!   jumps or more than N − quorum amnesic nodes. Use it to avoid duplicate work, and
 //!   fence the writes where correctness matters.
+//!
+//! ## Cancellation
+//! Acquires are cancel-safe. Dropping an `acquire` or `try_acquire` future before it
+//! returns — a `tokio::select!` branch that lost, a `tokio::time::timeout`, a task being
+//! aborted — cannot leave a key behind: the attempt holds a guard that, when dropped,
+//! spawns the compare-and-delete of its key on every node (only a key holding the
+//! attempt's own token is touched). The deletes travel on the same connections as the
+//! attempt's `SET`s, behind them, so they land after them whatever state the attempt was
+//! in. The clean-up is tracked like every other background task ([`Redlock::shutdown`]
+//! waits for it).
+//!
+//! The clean-up needs a Tokio runtime to run on: it is spawned on the runtime current at
+//! the drop ([`tokio::runtime::Handle::try_current`]). A future dropped outside any runtime
+//! (after the runtime itself has shut down, or from a plain thread) cannot clean up;
+//! its keys then expire with the TTL, and until then nobody else can take the lock. The
+//! same holds for a [`Lease`] or [`RenewingLease`] dropped without `release().await`.
+//!
+//! ## Shutdown
+//! Several things run in the background: the clean-up of failed and cancelled attempts,
+//! the release of dropped leases, the calls a quorum decision did not wait for, and
+//! renewers. A short-lived process that returns from `main` right after its last call
+//! would cut them off and leave keys for a whole TTL. Call [`Redlock::shutdown`] before
+//! exiting: it waits for all of them (and stops renewers, releasing their leases), bounded
+//! by twice the longest node deadline, then stops the notification tasks. After it, the
+//! client refuses new acquires with [`LockError::ShutDown`].
+//!
+//! ```no_run
+//! # async fn run(redlock: fenced_redlock::Redlock) {
+//! match redlock.acquire("report:daily", std::time::Duration::from_secs(1)).await {
+//!     Ok(lease) => { /* work */ lease.release().await; }
+//!     Err(e) => eprintln!("{e}"),
+//! }
+//! // A failed attempt's clean-up may still be running: let it finish before exiting.
+//! if let Err(e) = redlock.shutdown().await {
+//!     eprintln!("{e}");
+//! }
+//! # }
+//! ```
 //!
 //! ## Layout
 //! - [`config`]: the [`Builder`], defaults and validation.
@@ -71,10 +111,23 @@
 //! - `lease`: the held [`Lease`], extend and release.
 //! - `renew`: [`RenewingLease`], the background renewer and its loss signal.
 //! - `notify`: release notifications for waiters.
-//! - `script`: the Lua scripts. `node`: one primary and its deadline. `token`: owner tokens.
+//! - `script`: the Lua scripts, and why they go as `EVAL`. `node`: one primary, its
+//!   connection and calls with a deadline. `token`: owner tokens.
 //! - [`error`]: [`ConfigError`], [`LockError`], per-node failures.
 //! - `pg` (feature `postgres`): fenced writes to a PostgreSQL counter table — the
 //!   resource side of fencing tokens.
+
+// Library code must not panic on input, time arithmetic or network faults.
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::arithmetic_side_effects,
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing
+    )
+)]
 
 mod client;
 pub mod config;

@@ -1,22 +1,40 @@
-//! One primary: its address, its lazily connected multiplexed connection, and the
-//! per-call deadline.
+//! One primary: its address, its lazily connected multiplexed connection, and calls
+//! bounded by a deadline (the client's, passed with every call: clients made by
+//! `with_ttl` share the connections but not the deadline).
+//!
+//! # Calls reach the server in the order they were made
+//! The clean-up of a failed or cancelled attempt, and every release, rely on this: a
+//! delete we issue after a `SET` must reach the node after it. A multiplexed connection
+//! keeps that order once a request is in its pipeline, but not while the connection is
+//! being made: requests waiting for it would be sent in whatever order their tasks wake
+//! up (a reconnecting `redis::aio::ConnectionManager` has that gap). So each node has a
+//! fair (first-come, first-served) gate: a call takes it, connects if there is no
+//! connection, and hands its request to the pipeline — one poll of the request future —
+//! before letting the next call through. Replies are awaited outside the gate, so calls
+//! still overlap on the wire.
+//!
+//! # One server, one vote
+//! `build()` refuses two URLs that resolve to a common address. Two addresses can still
+//! reach one server (a proxy, NAT, another interface of the same host); so each new
+//! connection asks the server for its `run_id`, and a node whose server already answered
+//! under another node's name fails every call with [`NodeError::SameServer`]: its vote is
+//! never counted twice.
 
+use std::collections::HashMap;
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
+use std::task::Poll;
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{Client, ConnectionInfo, RedisResult};
-use tokio::sync::OnceCell;
+use redis::aio::MultiplexedConnection;
+use redis::{AsyncConnectionConfig, Client, ConnectionInfo, RedisError, RedisResult};
+use tokio::sync::Mutex;
 use tokio::time::Instant;
 
 use crate::config::Settings;
 use crate::error::NodeError;
-
-/// Reconnect attempts the connection manager makes per failure before giving up until the
-/// next call. Small on purpose: our own per-call deadline decides how long we wait.
-const RECONNECT_RETRIES: usize = 2;
 
 /// Whether a server has a native compare-and-delete, detected once per node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,24 +47,51 @@ pub(crate) enum NativeDelete {
     DelEx,
 }
 
+/// Which node first reached each server, by the server's `run_id`; shared by the nodes of
+/// one client.
+#[derive(Debug, Default)]
+pub(crate) struct ServerIds(std::sync::Mutex<HashMap<String, (usize, String)>>);
+
+impl ServerIds {
+    /// Records that node `index` (at `addr`) reached server `run_id`; the address of the
+    /// other node that reached it first, if any.
+    fn claim(&self, run_id: String, index: usize, addr: &str) -> Option<String> {
+        let mut ids = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match ids.get(&run_id) {
+            Some((first, first_addr)) if *first != index => Some(first_addr.clone()),
+            Some(_) => None,
+            None => {
+                ids.insert(run_id, (index, addr.to_owned()));
+                None
+            }
+        }
+    }
+}
+
 /// A Redis or Valkey primary taking part in the quorum.
 pub(crate) struct Node {
     index: usize,
     addr: String,
     client: Client,
-    manager_config: ConnectionManagerConfig,
-    conn: OnceCell<ConnectionManager>,
+    config: AsyncConnectionConfig,
+    /// The connection (with its generation), behind the order gate; `None` until the first
+    /// call and after the connection broke.
+    conn: Mutex<Option<(u64, MultiplexedConnection)>>,
+    generation: AtomicU64,
+    servers: Arc<ServerIds>,
+    /// Set when this node's server answered first under another node's name.
+    same_as: OnceLock<String>,
     native_delete: OnceLock<NativeDelete>,
     probing: AtomicBool,
-    pub(crate) timeout: Duration,
+    resolved: Vec<SocketAddr>,
 }
 
 impl std::fmt::Debug for Node {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Node")
-            .field("addr", &self.addr)
-            .field("timeout", &self.timeout)
-            .finish()
+        f.debug_struct("Node").field("addr", &self.addr).finish()
     }
 }
 
@@ -55,24 +100,27 @@ impl Node {
         index: usize,
         info: ConnectionInfo,
         settings: &Settings,
+        servers: Arc<ServerIds>,
     ) -> RedisResult<Self> {
         let addr = info.addr().to_string();
+        let resolved = resolve(info.addr());
         let client = Client::open(info)?;
-        let manager_config = ConnectionManagerConfig::new()
+        // Our own per-call deadline decides how long a reply may take.
+        let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(settings.node_timeout))
-            .set_response_timeout(None)
-            .set_number_of_retries(RECONNECT_RETRIES)
-            .set_min_delay(Duration::from_millis(10))
-            .set_max_delay(Duration::from_millis(200));
+            .set_response_timeout(None);
         Ok(Node {
             index,
             addr,
             client,
-            manager_config,
-            conn: OnceCell::new(),
+            config,
+            conn: Mutex::new(None),
+            generation: AtomicU64::new(0),
+            servers,
+            same_as: OnceLock::new(),
             native_delete: OnceLock::new(),
             probing: AtomicBool::new(false),
-            timeout: settings.node_timeout,
+            resolved,
         })
     }
 
@@ -85,62 +133,122 @@ impl Node {
         &self.addr
     }
 
-    /// What makes two nodes the same failure domain: the server address.
-    pub(crate) fn identity(&self) -> &str {
-        &self.addr
-    }
-
-    /// A clone of the shared multiplexed connection, created on first use. Creation does
-    /// not connect, so it cannot fail on a node that is down.
-    fn connection(&self) -> RedisResult<ConnectionManager> {
-        if let Some(c) = self.conn.get() {
-            return Ok(c.clone());
-        }
-        let made = ConnectionManager::new_lazy_with_config(
-            self.client.clone(),
-            self.manager_config.clone(),
-        )?;
-        // A concurrent first call may have won; either connection is equivalent.
-        let _ = self.conn.set(made);
-        self.conn.get().cloned().ok_or_else(|| {
-            redis::RedisError::from((redis::ErrorKind::Client, "connection cell empty"))
-        })
+    /// Whether `other` names the same server (the same failure domain): the same address
+    /// as written, or a resolved address in common (`localhost:6379` and
+    /// `127.0.0.1:6379`).
+    pub(crate) fn same_server(&self, other: &Node) -> bool {
+        self.addr == other.addr || self.resolved.iter().any(|a| other.resolved.contains(a))
     }
 
     pub(crate) fn client(&self) -> &Client {
         &self.client
     }
 
-    /// Runs `f` against this node's connection with the per-call deadline.
+    /// Runs `f` against this node's connection within `timeout`.
     /// Returns the reply and how long it took.
-    pub(crate) async fn call<T, F, Fut>(&self, f: F) -> (Result<T, NodeError>, Duration)
+    pub(crate) async fn call<T, F, Fut>(
+        &self,
+        timeout: Duration,
+        f: F,
+    ) -> (Result<T, NodeError>, Duration)
     where
-        F: FnOnce(ConnectionManager) -> Fut,
+        F: FnOnce(MultiplexedConnection) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
     {
         let started = Instant::now();
-        let result = match self.connection() {
-            Err(e) => Err(NodeError::from_redis(&e)),
-            Ok(conn) => match tokio::time::timeout(self.timeout, f(conn)).await {
-                Err(_) => Err(NodeError::Timeout(self.timeout)),
-                Ok(Err(e)) => Err(NodeError::from_redis(&e)),
-                Ok(Ok(v)) => Ok(v),
+        if let Some(other) = self.same_as.get() {
+            return (Err(NodeError::SameServer(other.clone())), started.elapsed());
+        }
+        let result = match tokio::time::timeout(timeout, self.in_order(f)).await {
+            Err(_) => Err(NodeError::Timeout(timeout)),
+            Ok(Err(e)) => match self.same_as.get() {
+                Some(other) => Err(NodeError::SameServer(other.clone())),
+                None => Err(NodeError::from_redis(&e)),
             },
+            Ok(Ok(v)) => Ok(v),
         };
         (result, started.elapsed())
+    }
+
+    /// Asks a new connection's server for its `run_id` and checks that no other node
+    /// reached it first. A server that does not say (an `INFO` restricted by ACL) is
+    /// taken as distinct: `build()` has already refused duplicate addresses.
+    async fn check_distinct(&self, conn: &mut MultiplexedConnection) -> RedisResult<()> {
+        let Ok(info) = redis::cmd("INFO")
+            .arg("server")
+            .query_async::<String>(conn)
+            .await
+        else {
+            return Ok(());
+        };
+        let run_id = info
+            .lines()
+            .find_map(|l| l.strip_prefix("run_id:"))
+            .map(|id| id.trim().to_owned());
+        if let Some(run_id) = run_id
+            && let Some(other) = self.servers.claim(run_id, self.index, &self.addr)
+        {
+            let _ = self.same_as.set(other);
+            return Err(RedisError::from((
+                redis::ErrorKind::Client,
+                "same server as another node",
+            )));
+        }
+        Ok(())
+    }
+
+    /// Runs `f`, its first request handed to the connection before any later call's (see
+    /// the module docs).
+    async fn in_order<T, F, Fut>(&self, f: F) -> RedisResult<T>
+    where
+        F: FnOnce(MultiplexedConnection) -> Fut,
+        Fut: Future<Output = RedisResult<T>>,
+    {
+        let mut gate = self.conn.lock().await;
+        let (generation, conn) = match &*gate {
+            Some((g, c)) => (*g, c.clone()),
+            None => {
+                let mut c = self
+                    .client
+                    .get_multiplexed_async_connection_with_config(&self.config)
+                    .await?;
+                self.check_distinct(&mut c).await?;
+                let g = self.generation.fetch_add(1, Ordering::Relaxed);
+                *gate = Some((g, c.clone()));
+                (g, c)
+            }
+        };
+        let mut request = std::pin::pin!(f(conn));
+        // One poll puts the request in the pipeline's queue (or in line for a place in it).
+        let first = std::future::poll_fn(|cx| Poll::Ready(request.as_mut().poll(cx))).await;
+        drop(gate);
+        let result = match first {
+            Poll::Ready(r) => r,
+            Poll::Pending => request.await,
+        };
+        if let Err(e) = &result
+            && broken(e)
+        {
+            // Connect again on the next call, unless another call already has.
+            let mut gate = self.conn.lock().await;
+            if gate.as_ref().is_some_and(|(g, _)| *g == generation) {
+                *gate = None;
+            }
+        }
+        result
     }
 
     /// The native compare-and-delete this server is known to offer. Until a probe has
     /// answered, the Lua script is used (it works everywhere) and a probe is started in
     /// the background, so a release never waits on detection.
-    pub(crate) fn native_delete(self: &Arc<Self>) -> NativeDelete {
+    pub(crate) fn native_delete(self: &Arc<Self>, timeout: Duration) -> NativeDelete {
         if let Some(n) = self.native_delete.get() {
             return *n;
         }
         if !self.probing.swap(true, Ordering::AcqRel) {
             let node = Arc::clone(self);
             tokio::spawn(async move {
-                if let Some(found) = node.probe_native_delete().await {
+                if let Some(found) = node.probe_native_delete(timeout).await {
                     let _ = node.native_delete.set(found);
                 }
                 node.probing.store(false, Ordering::Release);
@@ -149,9 +257,9 @@ impl Node {
         NativeDelete::None
     }
 
-    async fn probe_native_delete(&self) -> Option<NativeDelete> {
+    async fn probe_native_delete(&self, timeout: Duration) -> Option<NativeDelete> {
         let (reply, _) = self
-            .call(|mut c| async move {
+            .call(timeout, |mut c| async move {
                 redis::cmd("COMMAND")
                     .arg("INFO")
                     .arg("DELIFEQ")
@@ -172,4 +280,23 @@ impl Node {
             NativeDelete::None
         })
     }
+}
+
+/// The socket addresses a TCP node's host name resolves to now; none for a Unix socket or
+/// a name that does not resolve (a node that is down at build time is not an error).
+/// IP literals resolve without a lookup.
+fn resolve(addr: &redis::ConnectionAddr) -> Vec<SocketAddr> {
+    match addr {
+        redis::ConnectionAddr::Tcp(host, port)
+        | redis::ConnectionAddr::TcpTls { host, port, .. } => (host.as_str(), *port)
+            .to_socket_addrs()
+            .map(Iterator::collect)
+            .unwrap_or_default(),
+        _ => Vec::new(),
+    }
+}
+
+/// Whether `e` means the connection itself is gone (and the next call must reconnect).
+fn broken(e: &RedisError) -> bool {
+    e.is_io_error() || e.is_connection_dropped() || e.is_unrecoverable_error()
 }

@@ -10,9 +10,17 @@
 //! unheard; so each node's confirmation also wakes one waiter to try again at once.
 //!
 //! Each release is heard up to N times (once per node); the id makes it count once, and
-//! it wakes **one** waiting acquire of this client (which looks again 10 ms later if its
-//! attempt raced the release's deletes), not all of them: the waiters of one
-//! process do not stampede the nodes and split the votes among themselves. Waiters that
+//! it wakes **one** waiting acquire of this client, not all of them: the waiters of one
+//! process do not stampede the nodes and split the votes among themselves. A release's
+//! deletes can reach the nodes far apart, so a woken waiter whose attempt failed also
+//! listens to the *repeats* (every node announces after its own delete) and looks again
+//! at each, and 10 ms later in any case: it acquires as soon as a majority's deletes have
+//! landed, however they are spread.
+//!
+//! Each node's task keeps its subscriptions in line with the keys being waited for now,
+//! rather than working through a queue of requests: a node that stops answering holds up
+//! nothing but itself, and what waits for it is one flag, not a growing queue. Every
+//! subscribe and unsubscribe has a deadline; a node that misses it is reconnected. Waiters that
 //! hear nothing (a subscription still being made, a lease that expired instead of being
 //! released, a node down) fall back to jittered polling, so notifications only ever make
 //! waiting shorter.
@@ -22,11 +30,15 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use futures::StreamExt;
-use tokio::sync::{Notify, mpsc, watch};
+use tokio::sync::{Notify, watch};
+use tokio_util::sync::CancellationToken;
 
 /// Pause before reconnecting after a failure, doubled up to the maximum.
 const RECONNECT_MIN: Duration = Duration::from_millis(20);
 const RECONNECT_MAX: Duration = Duration::from_secs(1);
+/// The shortest deadline of a pub/sub connect, subscribe or unsubscribe: a client with
+/// a 2 ms node deadline still gives its notifier time to connect.
+const MIN_PUBSUB_DEADLINE: Duration = Duration::from_millis(100);
 
 /// The channel a release of `key` is announced on.
 pub(crate) fn channel(key: &str) -> String {
@@ -43,12 +55,9 @@ struct Watch {
     waiters: usize,
     notify: Arc<Notify>,
     last_release: Option<String>,
-}
-
-#[derive(Debug)]
-enum Control {
-    Subscribe(String),
-    Unsubscribe(String),
+    /// `(release, repeats)`: which release was heard last (counted up on each new one)
+    /// and how many nodes have announced it since the first.
+    heard: watch::Sender<(u64, u64)>,
 }
 
 #[derive(Debug, Default)]
@@ -64,7 +73,7 @@ impl Registry {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// A node confirmed our subscription to `channel`. A release may have happened before
+    /// A node confirmed our subscription to `channels`. A release may have happened before
     /// that, unheard: wake one waiter to try again now rather than at its next poll.
     fn armed(&self, channels: &[String]) {
         let watched = self.lock();
@@ -75,49 +84,76 @@ impl Registry {
         }
     }
 
-    /// Wakes one waiter of `channel` for a release not heard before. (Its attempt may reach
-    /// nodes whose delete has not landed yet; the waiter then looks again shortly.)
+    /// Wakes one waiter of `channel` for a release not heard before, and tells a waiter
+    /// whose attempt on an earlier notice failed that another node has deleted.
     fn announce(&self, channel: &str, release: String) {
         let mut watched = self.lock();
-        if let Some(w) = watched.get_mut(channel)
-            && w.last_release.as_deref() != Some(release.as_str())
-        {
-            w.last_release = Some(release);
-            w.notify.notify_one();
+        if let Some(w) = watched.get_mut(channel) {
+            if w.last_release.as_deref() == Some(release.as_str()) {
+                w.heard
+                    .send_modify(|(_, repeats)| *repeats = repeats.wrapping_add(1));
+            } else {
+                w.last_release = Some(release);
+                w.heard
+                    .send_modify(|(id, repeats)| (*id, *repeats) = (id.wrapping_add(1), 0));
+                w.notify.notify_one();
+            }
         }
+    }
+
+    fn wanted(&self) -> HashSet<String> {
+        self.lock().keys().cloned().collect()
     }
 }
 
-/// The per-node subscriber tasks of one client; they stop when this is dropped.
+/// The per-node subscriber tasks of one client; they stop when this is dropped, when
+/// [`Notifier::stop`] is called or when the client shuts down.
 #[derive(Debug)]
 pub(crate) struct Notifier {
     registry: Arc<Registry>,
-    nodes: Vec<mpsc::UnboundedSender<Control>>,
-    _stop: watch::Sender<()>,
+    /// One flag per node: "the wanted subscriptions changed".
+    nodes: Vec<Arc<Notify>>,
+    stop: CancellationToken,
 }
 
 impl Notifier {
-    pub(crate) fn start(clients: Vec<redis::Client>, connect_timeout: Duration) -> Self {
+    pub(crate) fn start(
+        clients: Vec<redis::Client>,
+        deadline: Duration,
+        closing: CancellationToken,
+    ) -> Self {
         let registry = Arc::new(Registry::default());
-        let (stop, stopped) = watch::channel(());
+        let stop = closing.child_token();
+        let deadline = deadline.max(MIN_PUBSUB_DEADLINE);
         let nodes = clients
             .into_iter()
             .map(|client| {
-                let (tx, rx) = mpsc::unbounded_channel();
+                let changed = Arc::new(Notify::new());
                 tokio::spawn(node_loop(
                     client,
                     Arc::clone(&registry),
-                    rx,
-                    stopped.clone(),
-                    connect_timeout.max(Duration::from_millis(100)),
+                    Arc::clone(&changed),
+                    stop.clone(),
+                    deadline,
                 ));
-                tx
+                changed
             })
             .collect();
         Notifier {
             registry,
             nodes,
-            _stop: stop,
+            stop,
+        }
+    }
+
+    /// Stops the subscriber tasks.
+    pub(crate) fn stop(&self) {
+        self.stop.cancel();
+    }
+
+    fn changed(&self) {
+        for node in &self.nodes {
+            node.notify_one();
         }
     }
 
@@ -129,19 +165,29 @@ impl Notifier {
             waiters: 0,
             notify: Arc::new(Notify::new()),
             last_release: None,
+            heard: watch::Sender::new((0, 0)),
         });
-        w.waiters += 1;
+        w.waiters = w.waiters.saturating_add(1);
         let notify = Arc::clone(&w.notify);
-        if w.waiters == 1 {
-            for node in &self.nodes {
-                let _ = node.send(Control::Subscribe(channel.clone()));
-            }
+        let heard = w.heard.subscribe();
+        let first = w.waiters == 1;
+        drop(watched);
+        if first {
+            self.changed();
         }
         Watcher {
             notifier: Arc::clone(self),
             channel,
             notify,
+            heard,
+            following: None,
         }
+    }
+}
+
+impl Drop for Notifier {
+    fn drop(&mut self) {
+        self.stop.cancel();
     }
 }
 
@@ -151,12 +197,54 @@ pub(crate) struct Watcher {
     notifier: Arc<Notifier>,
     channel: String,
     notify: Arc<Notify>,
+    heard: watch::Receiver<(u64, u64)>,
+    /// The release this waiter was woken for, and the repeats of it counted at `mark`.
+    following: Option<(u64, u64)>,
 }
 
 impl Watcher {
-    /// Resolves when a release of the key wakes this waiter.
-    pub(crate) async fn released(&self) {
-        self.notify.notified().await;
+    /// Resolves when a release of the key wakes this waiter. Holds no borrow of `self`,
+    /// so it can be raced against [`heard_again`](Self::heard_again).
+    pub(crate) fn released(&self) -> impl std::future::Future<Output = ()> + use<> {
+        let notify = Arc::clone(&self.notify);
+        async move { notify.notified().await }
+    }
+
+    /// This waiter was woken for the release heard last: from now on it also hears that
+    /// release's repeats (see [`heard_again`](Self::heard_again)). Only the one woken
+    /// waiter follows a release, so repeats wake no one else.
+    pub(crate) fn follow(&mut self) {
+        self.following = Some(*self.heard.borrow_and_update());
+    }
+
+    /// Forgets the repeats heard so far; a later release than the one followed ends the
+    /// following (that one woke another waiter).
+    pub(crate) fn mark(&mut self) {
+        if let Some((release, _)) = self.following {
+            let (now, repeats) = *self.heard.borrow_and_update();
+            self.following = (now == release).then_some((release, repeats));
+        }
+    }
+
+    /// Resolves when another node announces the release this waiter follows, at once if
+    /// one did since [`mark`](Self::mark); never when it follows none.
+    pub(crate) async fn heard_again(&mut self) {
+        if let Some((release, seen)) = self.following {
+            loop {
+                let (now, repeats) = *self.heard.borrow_and_update();
+                if now != release {
+                    break;
+                }
+                if repeats > seen {
+                    return;
+                }
+                if self.heard.changed().await.is_err() {
+                    break;
+                }
+            }
+            self.following = None;
+        }
+        std::future::pending::<()>().await;
     }
 }
 
@@ -172,71 +260,84 @@ impl Drop for Watcher {
         };
         if last {
             watched.remove(&self.channel);
-            for node in &self.notifier.nodes {
-                let _ = node.send(Control::Unsubscribe(self.channel.clone()));
-            }
+        }
+        drop(watched);
+        if last {
+            self.notifier.changed();
         }
     }
 }
 
+/// Why a pub/sub session ended: always "reconnect" (the details are in the next attempt).
+#[derive(Debug)]
+struct SessionLost;
+
 async fn node_loop(
     client: redis::Client,
     registry: Arc<Registry>,
-    mut control: mpsc::UnboundedReceiver<Control>,
-    mut stopped: watch::Receiver<()>,
-    connect_timeout: Duration,
+    changed: Arc<Notify>,
+    stop: CancellationToken,
+    deadline: Duration,
 ) {
     let mut backoff = RECONNECT_MIN;
     loop {
-        let session = async {
-            let pubsub = tokio::time::timeout(connect_timeout, client.get_async_pubsub())
-                .await
-                .map_err(|_| ())?
-                .map_err(|_| ())?;
-            let (mut sink, mut messages) = pubsub.split();
-            let current: Vec<String> = registry.lock().keys().cloned().collect();
-            if !current.is_empty() {
-                sink.subscribe(&current).await.map_err(|_| ())?;
-                registry.armed(&current);
-            }
-            // Requests queued while we were connecting repeat part of the snapshot.
-            let mut subscribed: HashSet<String> = current.into_iter().collect();
-            backoff = RECONNECT_MIN;
-            loop {
-                tokio::select! {
-                    msg = messages.next() => {
-                        let Some(msg) = msg else { return Err(()) };
-                        if let Ok(release) = msg.get_payload::<String>() {
-                            registry.announce(msg.get_channel_name(), release);
-                        }
-                    }
-                    ctl = control.recv() => {
-                        match ctl {
-                            Some(Control::Subscribe(c)) => {
-                                if subscribed.insert(c.clone()) {
-                                    sink.subscribe(&c).await.map_err(|_| ())?;
-                                    registry.armed(std::slice::from_ref(&c));
-                                }
-                            }
-                            Some(Control::Unsubscribe(c)) => {
-                                if subscribed.remove(&c) {
-                                    sink.unsubscribe(&c).await.map_err(|_| ())?;
-                                }
-                            }
-                            None => return Ok(()),
-                        }
-                    }
-                }
-            }
-        };
         tokio::select! {
-            _ = stopped.changed() => return,
-            ended = session => if ended.is_ok() { return },
+            () = stop.cancelled() => return,
+            _ = session(&client, &registry, &changed, deadline, &mut backoff) => {}
         }
         tokio::select! {
-            _ = stopped.changed() => return,
+            () = stop.cancelled() => return,
             () = tokio::time::sleep(backoff) => {}
         }
-        backoff = (backoff * 2).min(RECONNECT_MAX);
+        backoff = backoff.saturating_mul(2).min(RECONNECT_MAX);
+    }
+}
+
+/// One pub/sub connection: keeps its subscriptions in line with the wanted keys and hands
+/// every release notice to the registry, until a step fails or misses its deadline.
+async fn session(
+    client: &redis::Client,
+    registry: &Registry,
+    changed: &Notify,
+    deadline: Duration,
+    backoff: &mut Duration,
+) -> Result<std::convert::Infallible, SessionLost> {
+    let pubsub = tokio::time::timeout(deadline, client.get_async_pubsub())
+        .await
+        .map_err(|_| SessionLost)?
+        .map_err(|_| SessionLost)?;
+    let (mut sink, mut messages) = pubsub.split();
+    let mut subscribed: HashSet<String> = HashSet::new();
+    loop {
+        let wanted = registry.wanted();
+        let add: Vec<String> = wanted.difference(&subscribed).cloned().collect();
+        let remove: Vec<String> = subscribed.difference(&wanted).cloned().collect();
+        if !add.is_empty() {
+            tokio::time::timeout(deadline, sink.subscribe(&add))
+                .await
+                .map_err(|_| SessionLost)?
+                .map_err(|_| SessionLost)?;
+            registry.armed(&add);
+            subscribed.extend(add);
+        }
+        if !remove.is_empty() {
+            tokio::time::timeout(deadline, sink.unsubscribe(&remove))
+                .await
+                .map_err(|_| SessionLost)?
+                .map_err(|_| SessionLost)?;
+            for c in &remove {
+                subscribed.remove(c);
+            }
+        }
+        *backoff = RECONNECT_MIN;
+        tokio::select! {
+            msg = messages.next() => {
+                let Some(msg) = msg else { return Err(SessionLost) };
+                if let Ok(release) = msg.get_payload::<String>() {
+                    registry.announce(msg.get_channel_name(), release);
+                }
+            }
+            () = changed.notified() => {}
+        }
     }
 }

@@ -30,6 +30,22 @@
 //! version, so two holders can never both pass the `fence < $t` test with the same row
 //! state. No explicit transaction is needed.
 //!
+//! ## Writing several times under one lease
+//! Every statement compares with `<`, so a second [`CounterTable::claim`] or
+//! [`CounterTable::write_only`] with the token already on the row is rejected, though the
+//! lease is still valid. That is deliberate: **two holders can carry the same token**. If
+//! a bare majority of lock nodes forgets its keys (a restart without persistence), a
+//! second client can be granted while the first still holds its lease, and both read the
+//! same counter maximum and pick the same token. Accepting an equal token (`<=`) would
+//! let both claim the row and interleave their read-modify-writes unnoticed; with `<`,
+//! the first claim wins and the other holder is rejected.
+//!
+//! To write several times under one lease, claim once with [`CounterTable::claim_row`]
+//! and write through the returned [`RowClaim`] (`… AND fence = $t`): only the holder
+//! whose claim succeeded has the handle, so a second holder with the same token cannot
+//! write through it. ([`CounterTable::write_claimed`] takes a bare token and cannot tell
+//! two such holders apart; prefer the handle.)
+//!
 //! A rejected statement (0 rows) is an *answer*, not an error: it is reported as
 //! [`Write::Rejected`] / [`Claim::Rejected`]. The caller must not retry it with the same
 //! token; abort, take a fresh lease and redo the whole read-modify-write. A row that does
@@ -93,6 +109,18 @@ pub enum PgError {
         /// The rejected name.
         name: String,
     },
+    /// The table's columns are not the expected `(id int, value bigint, fence bigint)`.
+    #[error(
+        "table {table:?}: column {column:?} does not have the expected type ({reason}); create the table with CounterTable::create_if_missing or give `value` and `fence` type bigint"
+    )]
+    ColumnType {
+        /// The table.
+        table: String,
+        /// The column read.
+        column: &'static str,
+        /// What the driver said.
+        reason: String,
+    },
     /// The statement failed (connection lost, table missing, …).
     #[error("postgres: {}", describe(.0))]
     Postgres(#[from] tokio_postgres::Error),
@@ -135,6 +163,46 @@ pub enum Claim {
     },
     /// No row matched: a token at least as new is already on it, or the row does not exist.
     Rejected,
+}
+
+/// Our claim on a row, returned by [`CounterTable::claim_row`]: the lease's token is on
+/// the row, and [`write`](RowClaim::write) writes under it as many times as needed, until
+/// a newer holder claims the row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use = "a claim is only useful for writing through it"]
+pub struct RowClaim {
+    table: CounterTable,
+    id: i32,
+    fence: FenceToken,
+    value: i64,
+}
+
+impl RowClaim {
+    /// The row's value when it was claimed.
+    pub fn value(&self) -> i64 {
+        self.value
+    }
+
+    /// The row.
+    pub fn id(&self) -> i32 {
+        self.id
+    }
+
+    /// The token on the row.
+    pub fn fence(&self) -> FenceToken {
+        self.fence
+    }
+
+    /// `UPDATE … SET value = $v WHERE id = $id AND fence = $t`: writes while our claim is
+    /// still the newest on the row; repeatable under the same claim.
+    ///
+    /// # Errors
+    /// [`PgError::Postgres`] when the statement fails; a lost claim is `Ok(Write::Rejected)`.
+    pub async fn write<C: GenericClient>(&self, client: &C, value: i64) -> Result<Write, PgError> {
+        self.table
+            .write_claimed(client, self.id, self.fence, value)
+            .await
+    }
 }
 
 /// A counter table `(id int primary key, value bigint not null, fence bigint not null
@@ -250,7 +318,7 @@ impl CounterTable {
         let row = client
             .query_typed_opt(&self.read, &[(&id, Type::INT4)])
             .await?;
-        Ok(row.map(|r| r.get(0)))
+        row.map(|r| self.value_of(&r)).transpose()
     }
 
     /// `UPDATE … SET value = $v, fence = $t WHERE id = $id AND fence < $t`: writes only if
@@ -287,8 +355,42 @@ impl CounterTable {
         let params: [(&(dyn ToSql + Sync), Type); 2] = [(&t, Type::INT8), (&id, Type::INT4)];
         let row = client.query_typed_opt(&self.claim, &params).await?;
         Ok(match row {
-            Some(r) => Claim::Claimed { value: r.get(0) },
+            Some(r) => Claim::Claimed {
+                value: self.value_of(&r)?,
+            },
             None => Claim::Rejected,
+        })
+    }
+
+    /// [`claim`](Self::claim), returning a [`RowClaim`] to write through, as often as
+    /// needed, under this one claim; `None` when rejected (a token at least as new is on
+    /// the row, or there is no such row). See "Writing several times under one lease".
+    ///
+    /// # Errors
+    /// [`PgError::Postgres`] when the statement fails.
+    pub async fn claim_row<C: GenericClient>(
+        &self,
+        client: &C,
+        id: i32,
+        fence: FenceToken,
+    ) -> Result<Option<RowClaim>, PgError> {
+        Ok(match self.claim(client, id, fence).await? {
+            Claim::Claimed { value } => Some(RowClaim {
+                table: self.clone(),
+                id,
+                fence,
+                value,
+            }),
+            Claim::Rejected => None,
+        })
+    }
+
+    /// Column 0 (`value`) of a row, as `bigint`.
+    fn value_of(&self, row: &tokio_postgres::Row) -> Result<i64, PgError> {
+        row.try_get(0).map_err(|e| PgError::ColumnType {
+            table: self.name.clone(),
+            column: "value",
+            reason: e.to_string(),
         })
     }
 

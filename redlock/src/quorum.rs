@@ -5,7 +5,9 @@
 //! so the latency of a healthy acquire is that of the quorum-th fastest node, and a
 //! frozen node costs nothing unless its vote is needed. Calls still in flight are
 //! handed to a background task that drives them to their own deadlines: their commands
-//! reach the servers in order with anything we send later on the same connection.
+//! reach the servers in order with anything we send later on the same connection (each
+//! call is exactly one command: see `script`). That task is tracked, so a client's
+//! `shutdown` waits for it too.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -13,6 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::stream::{FuturesUnordered, StreamExt};
+use tokio_util::task::TaskTracker;
 
 use crate::error::{LockError, NodeError, NodeFailure, NodeFailureReason};
 use crate::node::Node;
@@ -98,6 +101,7 @@ pub(crate) async fn fan_out<T, F, Fut>(
     nodes: &[Arc<Node>],
     required: usize,
     until: Until,
+    tasks: &TaskTracker,
     op: F,
 ) -> Tally<T>
 where
@@ -121,8 +125,8 @@ where
     let mut no = 0usize;
     while let Some((i, answer)) = pending.next().await {
         match &answer.0 {
-            Ok(Some(_)) => tally.yes += 1,
-            _ => no += 1,
+            Ok(Some(_)) => tally.yes = tally.yes.saturating_add(1),
+            _ => no = no.saturating_add(1),
         }
         if let Some(slot) = tally.answers.get_mut(i) {
             *slot = Some(answer);
@@ -135,7 +139,7 @@ where
     }
     if !pending.is_empty() {
         // Keep polling the rest so every command is sent and its reply consumed.
-        tokio::spawn(async move { while pending.next().await.is_some() {} });
+        tasks.spawn(async move { while pending.next().await.is_some() {} });
     }
     tally
 }

@@ -1,12 +1,15 @@
 //! Background renewal, and the signal that tells a holder its lease is gone.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
+use crate::Shared;
 use crate::fence::FenceToken;
 use crate::lease::{Lease, ReleaseReport};
 
@@ -22,6 +25,9 @@ pub enum LossReason {
     /// The configured cap on total hold time was reached; renewal stopped and the lease
     /// ends at its current validity.
     MaxHoldReached,
+    /// The client was shut down ([`Redlock::shutdown`](crate::Redlock::shutdown)): the
+    /// renewer stopped and released the lease.
+    Shutdown,
 }
 
 impl fmt::Display for LossReason {
@@ -30,6 +36,7 @@ impl fmt::Display for LossReason {
             LossReason::Expired => "validity ran out before it could be renewed",
             LossReason::Gone => "a majority of nodes no longer hold our token",
             LossReason::MaxHoldReached => "the maximum hold time was reached",
+            LossReason::Shutdown => "the lock client was shut down",
         })
     }
 }
@@ -71,10 +78,19 @@ impl RenewOptions {
     }
 }
 
+/// What the renewer hands back when it stops: the lease to release, or the report of
+/// the release it already made (at shutdown).
+type Handback = Result<Lease, ReleaseReport>;
+
 /// A lease kept alive by a background task. Await [`lost`](RenewingLease::lost) (e.g. in a
 /// `select!` beside the work) or poll [`status`](RenewingLease::status), and stop work
 /// when it is lost. [`release`](RenewingLease::release) stops the renewer and releases.
 /// Dropping it stops the renewer and releases in the background.
+///
+/// The loss signal is never late: [`lost`](RenewingLease::lost) resolves and
+/// [`status`](RenewingLease::status) says [`LossReason::Expired`] at the end of validity
+/// at the latest, whatever the renewer is doing (a renewal still waiting on slow nodes
+/// cannot make the holder believe it holds the lock past its validity).
 #[must_use = "dropping a renewing lease stops renewal and releases it"]
 #[derive(Debug)]
 pub struct RenewingLease {
@@ -82,14 +98,17 @@ pub struct RenewingLease {
     fence: Option<FenceToken>,
     status: watch::Receiver<LeaseStatus>,
     stop: Option<oneshot::Sender<()>>,
-    task: Option<JoinHandle<Lease>>,
+    task: Option<JoinHandle<Handback>>,
+    /// The lease itself when no runtime could run a renewer (see `start`).
+    idle: Option<Lease>,
+    shared: Arc<Shared>,
 }
 
 impl RenewingLease {
     pub(crate) fn start(mut lease: Lease, options: RenewOptions) -> Self {
         let interval = options
             .interval
-            .unwrap_or(lease.ttl() / 3)
+            .unwrap_or_else(|| lease.ttl().checked_div(3).unwrap_or(Duration::ZERO))
             .max(Duration::from_millis(1));
         let (status_tx, status) = watch::channel(LeaseStatus::Held {
             valid_until: lease.valid_until(),
@@ -97,21 +116,41 @@ impl RenewingLease {
         let (stop, stopped) = oneshot::channel();
         let resource = lease.resource().to_owned();
         let fence = lease.fence();
+        let shared = Arc::clone(lease.client().shared());
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            // Nothing can renew without a runtime: the lease is held until its validity
+            // ends, and `release` releases it.
+            return RenewingLease {
+                resource,
+                fence,
+                status,
+                stop: None,
+                task: None,
+                idle: Some(lease),
+                shared,
+            };
+        };
         // The task owns the lease now; it hands it back for the release.
         lease.disarm();
-        let task = tokio::spawn(renew_loop(
-            lease,
-            interval,
-            options.max_hold,
-            status_tx,
-            stopped,
-        ));
+        let task = shared.tasks().spawn_on(
+            renew_loop(
+                lease,
+                interval,
+                options.max_hold,
+                status_tx,
+                stopped,
+                shared.closing().clone(),
+            ),
+            &runtime,
+        );
         RenewingLease {
             resource,
             fence,
             status,
             stop: Some(stop),
             task: Some(task),
+            idle: None,
+            shared,
         }
     }
 
@@ -125,9 +164,15 @@ impl RenewingLease {
         self.fence
     }
 
-    /// The state now.
+    /// The state now. Past the end of validity it is [`LossReason::Expired`] even if the
+    /// renewer has not said so yet (a renewal may still be waiting on slow nodes).
     pub fn status(&self) -> LeaseStatus {
-        *self.status.borrow()
+        match *self.status.borrow() {
+            LeaseStatus::Held { valid_until } if Instant::now() >= valid_until => {
+                LeaseStatus::Lost(LossReason::Expired)
+            }
+            status => status,
+        }
     }
 
     /// Whether the lease is still held now (renewed and within validity).
@@ -138,31 +183,44 @@ impl RenewingLease {
         }
     }
 
-    /// Resolves when the lease is lost, with the reason.
+    /// Resolves when the lease is lost, with the reason — at the end of validity at the
+    /// latest, whatever the renewer is doing.
     pub async fn lost(&self) -> LossReason {
         let mut rx = self.status.clone();
         loop {
-            if let LeaseStatus::Lost(reason) = *rx.borrow_and_update() {
-                return reason;
-            }
-            if rx.changed().await.is_err() {
-                // The renewer ended without a verdict: treat as expired at its validity.
-                return LossReason::Expired;
+            let valid_until = match *rx.borrow_and_update() {
+                LeaseStatus::Lost(reason) => return reason,
+                LeaseStatus::Held { valid_until } => valid_until,
+            };
+            tokio::select! {
+                changed = rx.changed() => {
+                    if changed.is_err() {
+                        // The renewer ended without a verdict: expired at its validity.
+                        tokio::time::sleep_until(valid_until).await;
+                        return LossReason::Expired;
+                    }
+                }
+                () = tokio::time::sleep_until(valid_until) => return LossReason::Expired,
             }
         }
     }
 
-    /// Stops the renewer and releases on every node.
+    /// Stops the renewer and releases on every node. After a shutdown, the report of
+    /// the release the renewer made then.
     pub async fn release(mut self) -> ReleaseReport {
+        if let Some(lease) = self.idle.take() {
+            return lease.release().await;
+        }
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
         match self.task.take() {
             Some(task) => match task.await {
-                Ok(mut lease) => {
+                Ok(Ok(mut lease)) => {
                     lease.rearm();
                     lease.release().await
                 }
+                Ok(Err(report)) => report,
                 Err(_) => ReleaseReport { nodes: Vec::new() },
             },
             None => ReleaseReport { nodes: Vec::new() },
@@ -172,12 +230,15 @@ impl RenewingLease {
 
 impl Drop for RenewingLease {
     fn drop(&mut self) {
+        // An idle lease drops with us and releases in the background by itself.
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
-        if let (Some(task), Ok(rt)) = (self.task.take(), tokio::runtime::Handle::try_current()) {
-            rt.spawn(async move {
-                if let Ok(mut lease) = task.await {
+        if let Some(task) = self.task.take() {
+            // The renewer is tracked; so is the release that follows it. A renewer that
+            // already released (shutdown) hands back its report, nothing to do.
+            self.shared.spawn(async move {
+                if let Ok(Ok(mut lease)) = task.await {
                     lease.rearm();
                     let _ = lease.release().await;
                 }
@@ -188,7 +249,19 @@ impl Drop for RenewingLease {
 
 /// Retry pause after a failed renewal that may still succeed.
 fn retry_pause(interval: Duration) -> Duration {
-    (interval / 4).max(Duration::from_millis(1))
+    interval
+        .checked_div(4)
+        .unwrap_or(Duration::ZERO)
+        .max(Duration::from_millis(1))
+}
+
+/// `now + d`, or a year from now when that does not fit the clock (an interval of
+/// `Duration::MAX` means "practically never").
+fn after(now: Instant, d: Duration) -> Instant {
+    const FAR: Duration = Duration::from_secs(365 * 24 * 3600);
+    now.checked_add(d)
+        .or_else(|| now.checked_add(FAR))
+        .unwrap_or(now)
 }
 
 async fn renew_loop(
@@ -197,55 +270,76 @@ async fn renew_loop(
     max_hold: Option<Duration>,
     status: watch::Sender<LeaseStatus>,
     mut stopped: oneshot::Receiver<()>,
-) -> Lease {
-    let hold_until = max_hold.map(|m| lease.acquired_at() + m);
-    let mut next = Instant::now() + interval;
-    loop {
+    closing: CancellationToken,
+) -> Handback {
+    // A cap too far away to represent is no cap.
+    let hold_until = max_hold.and_then(|m| lease.acquired_at().checked_add(m));
+    let mut next = after(Instant::now(), interval);
+    let verdict = loop {
         let wake = next.min(lease.valid_until());
         let wake = hold_until.map_or(wake, |h| wake.min(h));
         tokio::select! {
-            _ = &mut stopped => return lease,
+            _ = &mut stopped => return Ok(lease),
+            () = closing.cancelled() => break LossReason::Shutdown,
             () = tokio::time::sleep_until(wake) => {}
         }
         let now = Instant::now();
         if hold_until.is_some_and(|h| now >= h) {
-            let _ = status.send(LeaseStatus::Lost(LossReason::MaxHoldReached));
-            let _ = stopped.await;
-            return lease;
+            break LossReason::MaxHoldReached;
         }
         if now >= lease.valid_until() {
-            let _ = status.send(LeaseStatus::Lost(LossReason::Expired));
-            let _ = stopped.await;
-            return lease;
+            break LossReason::Expired;
         }
         if now < next {
             continue;
         }
         let nodes = lease.client().nodes();
         let required = lease.client().quorum();
-        match lease.extend_inner().await {
+        let valid_until = lease.valid_until();
+        // The renewal races the end of validity: the holder must hear of the loss then,
+        // not when the slowest node's deadline has passed.
+        let renewed = tokio::select! {
+            r = lease.extend_inner() => r,
+            () = tokio::time::sleep_until(valid_until) => break LossReason::Expired,
+            () = closing.cancelled() => break LossReason::Shutdown,
+            _ = &mut stopped => return Ok(lease),
+        };
+        match renewed {
+            // Done, but only after validity ended: the holder has been told (or may have
+            // been: `status` and `lost` watch the clock) that the lease is lost, and a loss
+            // is final.
+            Ok(_) if Instant::now() >= valid_until => break LossReason::Expired,
             Ok(_) => {
                 let _ = status.send(LeaseStatus::Held {
                     valid_until: lease.valid_until(),
                 });
-                next = Instant::now() + interval;
+                next = after(Instant::now(), interval);
             }
             Err(crate::LockError::QuorumNotReached { failures, .. })
                 if failures
                     .iter()
                     .filter(|f| f.reason == crate::error::NodeFailureReason::NotOurs)
                     .count()
-                    > nodes - required =>
+                    > nodes.saturating_sub(required) =>
             {
                 tracing::warn!(resource = %lease.resource(), "lease lost: keys gone on a majority");
-                let _ = status.send(LeaseStatus::Lost(LossReason::Gone));
-                let _ = stopped.await;
-                return lease;
+                break LossReason::Gone;
             }
             Err(e) => {
                 tracing::debug!(resource = %lease.resource(), error = %e, "renewal failed; retrying");
-                next = Instant::now() + retry_pause(interval);
+                next = after(Instant::now(), retry_pause(interval));
             }
         }
+    };
+    let _ = status.send(LeaseStatus::Lost(verdict));
+    if verdict != LossReason::Shutdown {
+        // Keep the lease until the holder releases it, or the client shuts down.
+        tokio::select! {
+            _ = &mut stopped => return Ok(lease),
+            () = closing.cancelled() => {}
+        }
     }
+    // Shutdown: release here, so that `shutdown` covers it.
+    lease.rearm();
+    Err(lease.release().await)
 }

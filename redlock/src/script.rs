@@ -1,44 +1,64 @@
-//! The Lua scripts, each computed once (EVALSHA, reloaded after NOSCRIPT by `redis::Script`).
+//! The Lua scripts, sent as plain `EVAL`: one request per node per step.
 //!
 //! Every script checks the token before touching the lock key, so no call of ours ever
 //! deletes or extends a key that holds another owner's token.
+//!
+//! # Why `EVAL` and not `EVALSHA`
+//! The safety of a failed attempt's clean-up, of a release and of a fence write rests on
+//! one argument: whatever we sent a node earlier reaches it, on the same connection,
+//! before whatever we send it later. `EVALSHA` through `redis::Script` breaks that
+//! argument: on a node whose script cache is empty (a restart, `SCRIPT FLUSH`, a failover)
+//! the first request answers `NOSCRIPT`, and the client then loads the script and sends
+//! the call **again** — a second request that can arrive after a release we sent in the
+//! meantime, setting a key nobody will delete (it stays for a full TTL). Loading the
+//! scripts ourselves on connect would narrow that window but not close it (the cache can
+//! be flushed between the load and the call), and treating `NOSCRIPT` as a failed vote
+//! would fail every call after a flush until the next load.
+//!
+//! `EVAL` carries the source with every call: the server compiles it once and keeps it in
+//! its cache, so the cost is the few hundred bytes of source per request, and there is no
+//! second request, ever. Each step is exactly one command per node.
 
-use std::sync::LazyLock;
+use redis::Cmd;
 
-use redis::Script;
+/// A Lua script sent with `EVAL`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Lua(&'static str);
+
+impl Lua {
+    /// `EVAL source <keys.len()> keys…`; the caller appends the arguments.
+    pub(crate) fn call(self, keys: &[&[u8]]) -> Cmd {
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(self.0).arg(keys.len());
+        for key in keys {
+            cmd.arg(*key);
+        }
+        cmd
+    }
+}
 
 /// `SET lock token NX PX ttl`, and on success also return the stored fence (0 when absent);
 /// −1 when the key is held. One atomic step, so the fence read happens-after the
 /// previous holder's key is gone from this node.
-pub(crate) static ACQUIRE_FENCED: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r"
+pub(crate) const ACQUIRE_FENCED: Lua = Lua(r"
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return tonumber(redis.call('GET', KEYS[2]) or '0') or 0
 end
-return -1",
-    )
-});
+return -1");
 
 /// Raise the fence to ARGV[2] if it is lower (never lower it), then report whether our
 /// token still holds the lock here: 1 yes, 0 no.
-pub(crate) static FENCE_WRITE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r"
+pub(crate) const FENCE_WRITE: Lua = Lua(r"
 local current = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
 if tonumber(ARGV[2]) > current then
   redis.call('SET', KEYS[2], ARGV[2])
 end
 if redis.call('GET', KEYS[1]) == ARGV[1] then return 1 end
-return 0",
-    )
-});
+return 0");
 
 /// Compare-and-delete, then announce the release id ARGV[3] on channel ARGV[2] (none when
 /// empty): 1 released, 0 already gone, −1 held by another.
-pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r"
+pub(crate) const RELEASE: Lua = Lua(r"
 local v = redis.call('GET', KEYS[1])
 if v == ARGV[1] then
   redis.call('DEL', KEYS[1])
@@ -46,20 +66,14 @@ if v == ARGV[1] then
   return 1
 end
 if v then return -1 end
-return 0",
-    )
-});
+return 0");
 
 /// Compare-and-PEXPIRE: 1 extended, 0 gone, −1 held by another. Never deletes.
-pub(crate) static EXTEND: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r"
+pub(crate) const EXTEND: Lua = Lua(r"
 local v = redis.call('GET', KEYS[1])
 if v == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return 1
 end
 if v then return -1 end
-return 0",
-    )
-});
+return 0");

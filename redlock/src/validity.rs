@@ -19,7 +19,8 @@ pub const DRIFT_FLOOR: Duration = Duration::from_millis(2);
 /// assert_eq!(fenced_redlock::quorum(1), 1);
 /// ```
 pub const fn quorum(nodes: usize) -> usize {
-    nodes / 2 + 1
+    // `nodes / 2` is at most usize::MAX / 2: adding one cannot overflow.
+    (nodes / 2).saturating_add(1)
 }
 
 /// The drift allowance for `ttl`: `ttl × factor + 2 ms`, or `None` on overflow.

@@ -111,6 +111,12 @@ pub async fn run(args: LockArgs) -> Result<(String, bool), String> {
             error: Some(explain(&e)),
         },
     };
+    // The process exits next: let the clean-up of a failed attempt (or of a lease whose
+    // release missed a node) finish first, or our keys stay for a whole TTL. A timeout
+    // only means those keys expire by themselves; the report stands.
+    if let Err(e) = lock.shutdown().await {
+        eprintln!("note: {e}");
+    }
     let text = if args.json {
         serde_json::to_string(&report).map_err(|e| e.to_string())?
     } else {

@@ -141,6 +141,8 @@ pub async fn serve(args: WorkerArgs) -> u8 {
         print_event(&ev);
     })
     .await;
+    // The worker process exits next: let its lock's background clean-ups finish.
+    let _ = lock.shutdown().await;
     code
 }
 

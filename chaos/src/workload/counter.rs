@@ -228,10 +228,12 @@ pub async fn run_counter(cfg: CounterConfig) -> Result<RunOutcome, RunError> {
             }
         }
     }
+    let elapsed = t0.elapsed();
+    // Background clean-ups of this run's lock finish before the run ends (bounded).
+    let _ = ctx.lock.shutdown().await;
     if let Some(e) = first_error {
         return Err(e);
     }
-    let elapsed = t0.elapsed();
     let final_value = ctx
         .spec
         .table

@@ -51,6 +51,11 @@ impl RedisServer {
         self.addr
     }
 
+    /// The server's process id (for SIGSTOP/SIGCONT).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     fn wait_ready(&mut self, within: Duration) -> Result<(), String> {
         let deadline = Instant::now() + within;
         while Instant::now() < deadline {

@@ -233,3 +233,115 @@ impl Cluster {
         self.servers.iter().map(Server::url).collect()
     }
 }
+
+impl Cluster {
+    /// Every key on every server, as `(server index, key bytes)`.
+    pub fn keys(&self) -> Vec<(usize, Vec<u8>)> {
+        let mut all = Vec::new();
+        for (i, s) in self.servers.iter().enumerate() {
+            let keys: Vec<Vec<u8>> = redis::cmd("KEYS")
+                .arg("*")
+                .query(&mut s.admin())
+                .expect("KEYS");
+            all.extend(keys.into_iter().map(|k| (i, k)));
+        }
+        all
+    }
+
+    /// Servers that hold `key`.
+    pub fn holding(&self, key: &str) -> Vec<usize> {
+        self.keys()
+            .into_iter()
+            .filter(|(_, k)| k.as_slice() == key.as_bytes())
+            .map(|(i, _)| i)
+            .collect()
+    }
+
+    /// Polls until no server holds `key` or `within` has passed; returns who still holds it.
+    pub fn wait_gone(&self, key: &str, within: Duration) -> Vec<usize> {
+        let deadline = Instant::now() + within;
+        loop {
+            let holding = self.holding(key);
+            if holding.is_empty() || Instant::now() >= deadline {
+                return holding;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// A TCP proxy in front of one server that can strand its existing connections: after
+/// [`StrandingProxy::strand`], connections made before stop forwarding for good (their
+/// sockets stay open, like a half-open connection after a path broke), while new
+/// connections go through. Runs on the test's Tokio runtime.
+#[derive(Debug)]
+pub struct StrandingProxy {
+    pub port: u16,
+    epoch: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl StrandingProxy {
+    pub async fn start(target: u16) -> StrandingProxy {
+        use std::sync::atomic::Ordering;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind proxy");
+        let port = listener.local_addr().expect("proxy addr").port();
+        let epoch = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let shared = std::sync::Arc::clone(&epoch);
+        tokio::spawn(async move {
+            while let Ok((inbound, _)) = listener.accept().await {
+                let Ok(outbound) = tokio::net::TcpStream::connect(("127.0.0.1", target)).await
+                else {
+                    continue;
+                };
+                let born = shared.load(Ordering::SeqCst);
+                let epoch = std::sync::Arc::clone(&shared);
+                tokio::spawn(async move {
+                    let (mut ri, mut wi) = inbound.into_split();
+                    let (mut ro, mut wo) = outbound.into_split();
+                    let live = || epoch.load(Ordering::SeqCst) == born;
+                    let up = pump(&mut ri, &mut wo, &live);
+                    let down = pump(&mut ro, &mut wi, &live);
+                    tokio::join!(up, down);
+                    // Stranded: hold the sockets open, forward nothing.
+                    if !live() {
+                        std::future::pending::<()>().await;
+                    }
+                });
+            }
+        });
+        StrandingProxy { port, epoch }
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Connections open now forward nothing from here on.
+    pub fn strand(&self) {
+        self.epoch.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+async fn pump(
+    from: &mut tokio::net::tcp::OwnedReadHalf,
+    to: &mut tokio::net::tcp::OwnedWriteHalf,
+    live: &impl Fn() -> bool,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        if !live() {
+            // Swallow everything from now on.
+            continue;
+        }
+        if to.write_all(&buf[..n]).await.is_err() {
+            return;
+        }
+    }
+}

@@ -1,0 +1,77 @@
+//! Fence counters: a key space of their own, and an explicit way to retire them.
+
+mod support;
+
+use std::time::Duration;
+
+use fenced_redlock::{Redlock, ReleaseOutcome};
+use support::{Cluster, Flavour};
+use tokio::task::block_in_place;
+
+fn fenced(cluster: &Cluster) -> Redlock {
+    Redlock::builder(cluster.urls())
+        .ttl(Duration::from_secs(5))
+        .fencing(true)
+        .build()
+        .expect("valid")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn counters_never_collide_with_resource_names() {
+    for flavour in Flavour::ALL {
+        let cluster = Cluster::start(flavour, 3);
+        let redlock = fenced(&cluster);
+        redlock
+            .try_acquire("a")
+            .await
+            .expect("free")
+            .release()
+            .await;
+        // A resource that happens to be named like the old counter key.
+        let lease = redlock
+            .try_acquire("a:fence")
+            .await
+            .expect("a:fence is a resource of its own");
+        let report = lease.release().await;
+        assert_eq!(report.released(), 3, "{flavour:?}: {report:?}");
+
+        // A fenced grant of `b` must not touch the key of a lease on `b:fence`.
+        let other = redlock.with_fencing(false);
+        let held = other.try_acquire("b:fence").await.expect("free");
+        let b = redlock.try_acquire("b").await.expect("free");
+        assert_eq!(b.fence().map(|f| f.get()), Some(1));
+        b.release().await;
+        let report = held.release().await;
+        assert!(
+            report
+                .nodes
+                .iter()
+                .all(|(_, o)| *o == ReleaseOutcome::Released),
+            "{flavour:?}: {report:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retired_counter_leaves_no_key_behind() {
+    let cluster = Cluster::start(Flavour::Redis, 3);
+    let redlock = fenced(&cluster);
+    for _ in 0..3 {
+        redlock
+            .try_acquire("order:42")
+            .await
+            .expect("free")
+            .release()
+            .await;
+    }
+    assert_eq!(
+        block_in_place(|| cluster.keys()).len(),
+        3,
+        "one counter per node"
+    );
+    let lease = redlock.try_acquire("order:42").await.expect("free");
+    assert_eq!(lease.fence().map(|f| f.get()), Some(4));
+    let report = lease.retire_fence().await.expect("held");
+    assert_eq!(report.released(), 3, "{report:?}");
+    assert!(block_in_place(|| cluster.keys()).is_empty());
+}
