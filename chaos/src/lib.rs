@@ -8,7 +8,7 @@
 //! - [`pg`]: a throwaway PostgreSQL server (or an existing one) for the fenced counter.
 //! - [`workload`]: the fenced counter — workers, modes, stalls — and the fencing table.
 //! - [`commands`]: `chaos fencing-table` and `chaos lock`.
-//! - [`run`]: `chaos run` — every scenario on one cluster, three modes at once, verdicts.
+//! - [`run`]: `chaos run` — every scenario on one cluster, four modes at once, verdicts.
 //! - [`report`]: the `report.json` schema shared by the runner and the renderers.
 //! - [`checker`]: lost updates and exclusion violations, computed from a run's records.
 

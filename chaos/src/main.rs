@@ -57,7 +57,7 @@ enum Command {
     Report(ReportArgs),
     /// Benchmark our client against rslock, redlock 2.0 and a one-node floor.
     Bench(BenchArgs),
-    /// Run every scenario (or some) end to end: faults, three fenced-counter modes, verdicts.
+    /// Run every scenario (or some) end to end: faults, four fenced-counter modes, verdicts.
     Run(RunArgs),
     /// One worker process of `chaos run` (internal).
     #[command(hide = true)]

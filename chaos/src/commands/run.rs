@@ -37,7 +37,7 @@ pub struct RunArgs {
     /// Existing PostgreSQL (DSN or URL); default: a private one.
     #[arg(long, env = "PG_DSN")]
     pub pg_url: Option<String>,
-    /// Workers per mode (three modes run at once).
+    /// Workers per mode (four modes run at once).
     #[arg(long, default_value_t = run::DEFAULT_WORKERS)]
     pub workers: usize,
     /// Lease TTL.

@@ -7,11 +7,11 @@
 //! setting) end it. Each grant runs one section ([`run_section`], shared with the fencing
 //! table) and is recorded with its holding window `[granted_at, min(release, valid_until)]`.
 //!
-//! Before writing, a worker checks that its lease is still valid and abandons the section
-//! otherwise (the lock crate's advice, "check `is_valid` between steps"): it narrows the
-//! unfenced window to the write itself, so a scheduler hiccup on a busy 2-core machine does
-//! not turn into a lost update the lock is not to blame for. A real pause (SIGSTOP, see
-//! [`super::worker_proc`]) can still land between check and write; fencing must cover that.
+//! Before writing, a worker of every mode but the naive `none` checks that its lease is
+//! still valid and abandons the section otherwise (the lock crate's advice, "check
+//! `is_valid` between steps"): it narrows the unfenced window to the write itself. `none`
+//! writes whatever happened, as most users' code does. A real pause (SIGSTOP, see
+//! [`super::pause`]) can still land between check and write; fencing must cover that.
 //!
 //! The same loop runs as a task of the runner or as a `chaos worker` process; events carry
 //! times as microseconds since the scenario start on the shared monotonic clock
@@ -29,6 +29,7 @@ use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
 
 use super::clock::ScenarioClock;
+use super::pause::PausePlan;
 use crate::workload::Mode;
 use crate::workload::section::{SectionOutcome, SectionSpec, run_section};
 
@@ -56,6 +57,8 @@ pub struct WorkerSpec {
     pub seed: u64,
     /// Stop starting sections at this offset from the scenario start.
     pub until: Duration,
+    /// Pauses while holding a lease (worker processes only: the worker stops itself).
+    pub pause: Option<PausePlan>,
 }
 
 /// How a grant's section ended (see [`SectionOutcome`]).
@@ -117,6 +120,24 @@ pub enum WorkerEvent {
         /// How the section ended.
         outcome: GrantOutcome,
     },
+    /// The worker, holding a lease, is about to stop itself (`SIGSTOP`); the runner resumes
+    /// it `resume_after_us` later.
+    Pausing {
+        /// Worker index.
+        worker: usize,
+        /// When it decided to pause.
+        at_us: u64,
+        /// The drawn pause length.
+        resume_after_us: u64,
+    },
+    /// The runner resumed (`SIGCONT`) a worker that had paused itself; written by the
+    /// runner, never by a worker.
+    Resumed {
+        /// Worker index.
+        worker: usize,
+        /// When it was resumed.
+        at_us: u64,
+    },
     /// The worker reached its end cleanly.
     Done {
         /// Worker index.
@@ -176,13 +197,18 @@ fn us(d: Duration) -> u64 {
 
 /// Runs one worker until `spec.until` (or `stop`), calling `emit` for every event; the
 /// last event is [`WorkerEvent::Done`] or [`WorkerEvent::Failed`]. A section in progress
-/// when `stop` fires is finished, so the counts stay exact.
+/// when `stop` fires is finished, so the counts stay exact. `pause_self` stops the calling
+/// process when `spec.pause` draws a pause, right after it emitted
+/// [`WorkerEvent::Pausing`] (only worker processes have a pause plan).
+///
+/// Nothing happens before the scenario's zero: every grant lands on the scenario clock.
 pub async fn run_worker(
     spec: &WorkerSpec,
     lock: &Redlock,
     client: &Client,
     clock: ScenarioClock,
     stop: &CancellationToken,
+    pause_self: &(dyn Fn() + Sync),
     mut emit: impl FnMut(WorkerEvent),
 ) {
     let worker = spec.worker;
@@ -192,7 +218,7 @@ pub async fn run_worker(
     let mut rng = StdRng::seed_from_u64(spec.seed);
     let head = Duration::from_micros(rng.random_range(0..=20_000));
     tokio::select! {
-        () = tokio::time::sleep(head) => {}
+        () = tokio::time::sleep_until(clock.instant_at(Duration::ZERO) + head) => {}
         () = stop.cancelled() => {}
     }
     // Bounded by the deadline: every pass either acquires (bounded wait) or stops.
@@ -217,8 +243,15 @@ pub async fn run_worker(
                     rounds: lease.attempts(),
                     node_fault: false,
                 });
-                if let Err(message) = hold(&section, lease, client, clock, worker, &mut emit).await
-                {
+                let held = Held {
+                    section: &section,
+                    client,
+                    clock,
+                    worker,
+                    pause: spec.pause.and_then(|p| p.draw(&mut rng)),
+                    pause_self,
+                };
+                if let Err(message) = held.run(lease, &mut emit).await {
                     emit(WorkerEvent::Failed { worker, message });
                     return;
                 }
@@ -245,36 +278,64 @@ pub async fn run_worker(
     emit(WorkerEvent::Done { worker });
 }
 
-/// Runs the section under `lease`, records the grant, releases.
-async fn hold(
-    section: &SectionSpec,
-    lease: Lease,
-    client: &Client,
+/// One grant's section: what it runs on, and whether it pauses.
+struct Held<'a> {
+    section: &'a SectionSpec,
+    client: &'a Client,
     clock: ScenarioClock,
     worker: usize,
-    emit: &mut impl FnMut(WorkerEvent),
-) -> Result<(), String> {
-    let valid_until = lease.valid_until();
-    let still_valid = async move { Instant::now() < valid_until };
-    let outcome = run_section(section, client, lease.fence(), still_valid).await;
-    let done = Instant::now();
-    let event_outcome = match &outcome {
-        Ok(o) => GrantOutcome::from(*o),
-        // The write may or may not have landed: the run is a harness failure anyway.
-        Err(_) => GrantOutcome::Abandoned,
-    };
-    emit(WorkerEvent::Grant {
-        worker,
-        fence: lease.fence().map(|f| f.get()),
-        start_us: clock.us(lease.granted_at()),
-        end_us: clock.us(done.min(valid_until)),
-        valid_until_us: clock.us(valid_until),
-        done_us: clock.us(done),
-        outcome: event_outcome,
-    });
-    // Not needed: keys we could not delete expire with the TTL.
-    let _ = lease.release().await;
-    outcome
-        .map(drop)
-        .map_err(|e| format!("section on row {}: {e}", section.row))
+    /// Drawn before the section: pause this long right before the write.
+    pause: Option<Duration>,
+    pause_self: &'a (dyn Fn() + Sync),
+}
+
+impl Held<'_> {
+    /// Runs the section under `lease`, records the grant, releases.
+    async fn run(self, lease: Lease, emit: &mut impl FnMut(WorkerEvent)) -> Result<(), String> {
+        let Held {
+            section,
+            client,
+            clock,
+            worker,
+            pause,
+            pause_self,
+        } = self;
+        let valid_until = lease.valid_until();
+        let before_write = async {
+            if section.mode != Mode::None && Instant::now() >= valid_until {
+                return false;
+            }
+            // Right after the check: the one moment a pause turns into a stale write.
+            if let Some(length) = pause {
+                emit(WorkerEvent::Pausing {
+                    worker,
+                    at_us: clock.us(Instant::now()),
+                    resume_after_us: us(length),
+                });
+                pause_self();
+            }
+            true
+        };
+        let outcome = run_section(section, client, lease.fence(), before_write).await;
+        let done = Instant::now();
+        let event_outcome = match &outcome {
+            Ok(o) => GrantOutcome::from(*o),
+            // The write may or may not have landed: the run is a harness failure anyway.
+            Err(_) => GrantOutcome::Abandoned,
+        };
+        emit(WorkerEvent::Grant {
+            worker,
+            fence: lease.fence().map(|f| f.get()),
+            start_us: clock.us(lease.granted_at()),
+            end_us: clock.us(done.min(valid_until)),
+            valid_until_us: clock.us(valid_until),
+            done_us: clock.us(done),
+            outcome: event_outcome,
+        });
+        // Not needed: keys we could not delete expire with the TTL.
+        let _ = lease.release().await;
+        outcome
+            .map(drop)
+            .map_err(|e| format!("section on row {}: {e}", section.row))
+    }
 }

@@ -2,9 +2,10 @@
 //!
 //! 1. Reset: proxies reset (enabled, no toxics), FLUSHALL on every node through its admin
 //!    URL, every node answering through its proxy; the mode rows set to 0.
-//! 2. Start 3 modes × W workers, each mode with its own resource, row and lock client. In
-//!    process when the schedule has no client-side faults; as `chaos worker` processes
-//!    when it has (client stalls are SIGSTOP of those processes).
+//! 2. Start 4 modes × W workers, each mode with its own resource, row and lock client. In
+//!    process when the scenario has no client-side faults; as `chaos worker` processes
+//!    when it has (client stalls are SIGSTOP of those processes; client pauses are the
+//!    workers stopping themselves, resumed by [`worker_proc::spawn`]).
 //! 3. At t = 0 (a short start-up margin after the workers were started, so all of them and
 //!    the nemesis share one zero), play the schedule with [`Nemesis::run_until`], which
 //!    heals on every exit path; sample every mode's counter every 250 ms and tell the
@@ -26,6 +27,7 @@ use super::chaos_workload::{
     DEFAULT_ACQUIRE_WAIT, WorkerEvent, WorkerSpec, lock_client, run_worker,
 };
 use super::clock::{ScenarioClock, monotonic_ns};
+use super::pause::PausePlan;
 use super::record::ModeRecord;
 use super::suite;
 use super::verdict::verdict;
@@ -69,7 +71,8 @@ pub(crate) async fn play(
     let w = cfg.workers;
     let duration = cfg.duration;
     let schedule = scenario.schedule(duration, env.cluster.nodes(), w, seed);
-    let processes = schedule.faults.iter().any(|f| f.fault.targets_workers());
+    let processes =
+        schedule.faults.iter().any(|f| f.fault.targets_workers()) || scenario.pause_rate > 0.0;
     let mut harness: Vec<String> = Vec::new();
     let mut progress = Progress {
         scenario: scenario.name.into(),
@@ -85,7 +88,10 @@ pub(crate) async fn play(
         .iter()
         .position(|s| s.name == scenario.name)
         .unwrap_or(0) as i32;
-    let rows: Vec<i32> = (0..3).map(|m| env.row_base + pos * 3 + m + 1).collect();
+    let modes = Mode::ALL.len() as i32;
+    let rows: Vec<i32> = (0..modes)
+        .map(|m| env.row_base + pos * modes + m + 1)
+        .collect();
     let report = |harness: Vec<String>,
                   faults: Vec<FaultWindow>,
                   modes: BTreeMap<String, ModeReport>,
@@ -108,8 +114,9 @@ pub(crate) async fn play(
         return report(harness, Vec::new(), BTreeMap::new(), BTreeMap::new());
     }
 
-    let records: Arc<Mutex<Vec<ModeRecord>>> =
-        Arc::new(Mutex::new((0..3).map(|_| ModeRecord::default()).collect()));
+    let records: Arc<Mutex<Vec<ModeRecord>>> = Arc::new(Mutex::new(
+        Mode::ALL.iter().map(|_| ModeRecord::default()).collect(),
+    ));
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(usize, WorkerEvent)>();
     let consumer = {
         let records = records.clone();
@@ -230,7 +237,7 @@ pub(crate) async fn play(
             duration.as_secs_f64()
         ));
     }
-    let faults = match nemesis_report {
+    let mut faults = match nemesis_report {
         Ok(r) => fault_windows(&r, nemesis_t0, processes, &mut harness),
         Err(e) => {
             harness.push(format!("schedule does not fit the cluster: {e}"));
@@ -264,6 +271,18 @@ pub(crate) async fn play(
             }
         };
         let (m, t) = record.finish(final_value);
+        // Client pauses are faults too: on the scenario's fault list, beside the scheduled ones.
+        faults.extend(t.pauses.iter().map(|p| FaultWindow {
+            kind: "client-pause".into(),
+            detail: format!(
+                "{} w{}: stopped itself holding a lease, resumed by the runner",
+                mode.name(),
+                p.worker
+            ),
+            targets: vec![format!("w{}", p.worker)],
+            start_ms: p.from_ms.0 / 1000,
+            end_ms: p.to_ms.map(|e| e.0 / 1000),
+        }));
         modes.insert(mode.name().to_owned(), m);
         timeline.insert(mode.name().to_owned(), t);
     }
@@ -302,10 +321,13 @@ async fn start_workers(
                 row: rows[m],
                 resource: resource.clone(),
                 ttl: cfg.ttl,
-                work: cfg.work,
+                work: scenario.work.unwrap_or(cfg.work),
                 acquire_wait: DEFAULT_ACQUIRE_WAIT,
                 seed: suite::mix(seed, (m * 1000 + i) as u64),
                 until: cfg.duration,
+                // Only processes can stop themselves; `processes` is set when this is > 0.
+                pause: (processes && scenario.pause_rate > 0.0)
+                    .then(|| PausePlan::for_ttl(scenario.pause_rate, cfg.ttl)),
             };
             match &lock {
                 None => {
@@ -334,7 +356,8 @@ async fn start_workers(
                     let (lock, tx, stop) = (lock.clone(), tx.clone(), stop.clone());
                     tasks.spawn(async move {
                         tokio::time::sleep_until(clock.instant_at(Duration::ZERO)).await;
-                        run_worker(&spec, &lock, &client, clock, &stop, |ev| {
+                        // No pause plan in process: nothing ever asks to stop.
+                        run_worker(&spec, &lock, &client, clock, &stop, &|| {}, |ev| {
                             let _ = tx.send((m, ev));
                         })
                         .await;
