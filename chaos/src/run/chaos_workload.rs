@@ -20,7 +20,6 @@
 use std::time::Duration;
 
 use fenced_redlock::pg::CounterTable;
-use fenced_redlock::{ConfigError, Lease, LockError, NodeFailureReason, Redlock};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
@@ -30,6 +29,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::clock::ScenarioClock;
 use super::pause::PausePlan;
+use crate::lockut::{Lease, LockUnderTest};
 use crate::workload::Mode;
 use crate::workload::section::{SectionOutcome, SectionSpec, run_section};
 
@@ -51,6 +51,9 @@ pub struct WorkerSpec {
     pub ttl: Duration,
     /// Work inside a section.
     pub work: Duration,
+    /// Instead of `work`, work until shortly before the end of the validity the lock
+    /// reported (see [`work_to_validity`]): a lock that overstates validity is caught.
+    pub work_to_validity: bool,
     /// Budget of one waiting acquire.
     pub acquire_wait: Duration,
     /// Seed of this worker (its start offset).
@@ -152,44 +155,17 @@ pub enum WorkerEvent {
     },
 }
 
-/// The lock client a mode's workers use: fencing on, `resource:` as key prefix.
-///
-/// # Errors
-/// [`ConfigError`] for bad URLs or TTL.
-pub fn lock_client(
-    nodes: &[String],
-    ttl: Duration,
-    resource: &str,
-) -> Result<Redlock, ConfigError> {
-    Redlock::builder(nodes)
-        .ttl(ttl)
-        .key_prefix(format!("{resource}:"))
-        .fencing(true)
-        .build()
+/// Work that ends in the last [`TO_VALIDITY_MARGIN`] of the TTL before `valid_until`,
+/// uniformly: the write comes when a correct lock's keys are still there, and after a lock
+/// that overstated its validity has lost them.
+pub fn work_to_validity(valid_until: Instant, ttl: Duration, rng: &mut StdRng) -> Duration {
+    let left = valid_until.saturating_duration_since(Instant::now());
+    let margin = ttl.mul_f64(TO_VALIDITY_MARGIN.clamp(0.0, 1.0) * rng.random::<f64>());
+    left.saturating_sub(margin)
 }
 
-/// Whether an acquire failure is the nodes' doing (failed, slow, unreachable) rather than
-/// contention alone.
-pub fn is_node_fault(e: &LockError) -> bool {
-    match e {
-        LockError::QuorumNotReached { failures, .. } => failures
-            .iter()
-            .any(|f| matches!(f.reason, NodeFailureReason::Error(_))),
-        LockError::NoValidityLeft { .. } => true,
-        LockError::WaitTimeout { last, .. } => is_node_fault(last),
-        _ => false,
-    }
-}
-
-/// Quorum rounds behind an acquire failure; `None` when the failure is not a countable
-/// acquire failure (a setting or the fencing counter: harness failures).
-fn failed_rounds(e: &LockError) -> Option<u32> {
-    match e {
-        LockError::WaitTimeout { attempts, .. } => Some(*attempts),
-        LockError::QuorumNotReached { .. } | LockError::NoValidityLeft { .. } => Some(1),
-        _ => None,
-    }
-}
+/// See [`work_to_validity`].
+pub const TO_VALIDITY_MARGIN: f64 = 0.1;
 
 fn us(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
@@ -204,7 +180,7 @@ fn us(d: Duration) -> u64 {
 /// Nothing happens before the scenario's zero: every grant lands on the scenario clock.
 pub async fn run_worker(
     spec: &WorkerSpec,
-    lock: &Redlock,
+    lock: &LockUnderTest,
     client: &Client,
     clock: ScenarioClock,
     stop: &CancellationToken,
@@ -234,45 +210,50 @@ pub async fn run_worker(
             () = stop.cancelled() => break,
         };
         match result {
-            Ok(lease) => {
+            Ok(Ok(lease)) => {
+                let g = lease.granted();
                 emit(WorkerEvent::Acquire {
                     worker,
                     at_us: clock.us(Instant::now()),
-                    latency_us: us(lease.elapsed()),
+                    latency_us: us(g.elapsed()),
                     ok: true,
-                    rounds: lease.attempts(),
+                    rounds: g.attempts,
                     node_fault: false,
                 });
+                let work = if spec.work_to_validity {
+                    work_to_validity(g.valid_until, spec.ttl, &mut rng)
+                } else {
+                    spec.work
+                };
                 let held = Held {
                     section: &section,
+                    work,
                     client,
                     clock,
                     worker,
                     pause: spec.pause.and_then(|p| p.draw(&mut rng)),
                     pause_self,
                 };
-                if let Err(message) = held.run(lease, &mut emit).await {
+                if let Err(message) = held.run(lock, lease, &mut emit).await {
                     emit(WorkerEvent::Failed { worker, message });
                     return;
                 }
             }
-            Err(e) => match failed_rounds(&e) {
-                Some(rounds) => emit(WorkerEvent::Acquire {
+            Ok(Err(failure)) => emit(WorkerEvent::Acquire {
+                worker,
+                at_us: clock.us(Instant::now()),
+                latency_us: us(started.elapsed()),
+                ok: false,
+                rounds: failure.rounds,
+                node_fault: failure.node_fault,
+            }),
+            Err(fatal) => {
+                emit(WorkerEvent::Failed {
                     worker,
-                    at_us: clock.us(Instant::now()),
-                    latency_us: us(started.elapsed()),
-                    ok: false,
-                    rounds,
-                    node_fault: is_node_fault(&e),
-                }),
-                None => {
-                    emit(WorkerEvent::Failed {
-                        worker,
-                        message: format!("acquire: {e}"),
-                    });
-                    return;
-                }
-            },
+                    message: fatal.to_string(),
+                });
+                return;
+            }
         }
     }
     emit(WorkerEvent::Done { worker });
@@ -281,6 +262,8 @@ pub async fn run_worker(
 /// One grant's section: what it runs on, and whether it pauses.
 struct Held<'a> {
     section: &'a SectionSpec,
+    /// This section's work.
+    work: Duration,
     client: &'a Client,
     clock: ScenarioClock,
     worker: usize,
@@ -291,16 +274,23 @@ struct Held<'a> {
 
 impl Held<'_> {
     /// Runs the section under `lease`, records the grant, releases.
-    async fn run(self, lease: Lease, emit: &mut impl FnMut(WorkerEvent)) -> Result<(), String> {
+    async fn run(
+        self,
+        lock: &LockUnderTest,
+        lease: Lease,
+        emit: &mut impl FnMut(WorkerEvent),
+    ) -> Result<(), String> {
         let Held {
             section,
+            work,
             client,
             clock,
             worker,
             pause,
             pause_self,
         } = self;
-        let valid_until = lease.valid_until();
+        let granted = lease.granted();
+        let valid_until = granted.valid_until;
         let before_write = async {
             if section.mode != Mode::None && Instant::now() >= valid_until {
                 return false;
@@ -316,7 +306,12 @@ impl Held<'_> {
             }
             true
         };
-        let outcome = run_section(section, client, lease.fence(), before_write).await;
+        let fence = granted.fence.map(fenced_redlock::FenceToken::new);
+        let outcome = if work == section.work {
+            run_section(section, client, fence, before_write).await
+        } else {
+            run_section(&section.with_work(work), client, fence, before_write).await
+        };
         let done = Instant::now();
         let event_outcome = match &outcome {
             Ok(o) => GrantOutcome::from(*o),
@@ -325,15 +320,15 @@ impl Held<'_> {
         };
         emit(WorkerEvent::Grant {
             worker,
-            fence: lease.fence().map(|f| f.get()),
-            start_us: clock.us(lease.granted_at()),
+            fence: granted.fence,
+            start_us: clock.us(granted.granted_at),
             end_us: clock.us(done.min(valid_until)),
             valid_until_us: clock.us(valid_until),
             done_us: clock.us(done),
             outcome: event_outcome,
         });
         // Not needed: keys we could not delete expire with the TTL.
-        let _ = lease.release().await;
+        lock.release(lease).await;
         outcome
             .map(drop)
             .map_err(|e| format!("section on row {}: {e}", section.row))

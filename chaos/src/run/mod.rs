@@ -40,6 +40,7 @@ use tokio_util::sync::CancellationToken;
 use crate::cluster::{
     AnyCluster, BackendKind, Cluster, ClusterSpec, DEFAULT_NODES, Flavour, NodeId, ProxyPlan,
 };
+use crate::lockut::LockKind;
 use crate::pg::Pg;
 use crate::report::observer::RunObserver;
 use crate::report::{ChaosReport, Outcome, ScenarioReport, Verdict};
@@ -86,6 +87,8 @@ pub struct RunConfig {
     pub chaos_bin: Option<PathBuf>,
     /// The command line, recorded in the report.
     pub command: String,
+    /// The lock under test.
+    pub lock: LockKind,
 }
 
 impl RunConfig {
@@ -105,6 +108,7 @@ impl RunConfig {
             run_id: None,
             chaos_bin: None,
             command: String::new(),
+            lock: LockKind::Ours,
         }
     }
 }

@@ -23,9 +23,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::Env;
-use super::chaos_workload::{
-    DEFAULT_ACQUIRE_WAIT, WorkerEvent, WorkerSpec, lock_client, run_worker,
-};
+use super::chaos_workload::{DEFAULT_ACQUIRE_WAIT, WorkerEvent, WorkerSpec, run_worker};
 use super::clock::{ScenarioClock, monotonic_ns};
 use super::pause::PausePlan;
 use super::record::ModeRecord;
@@ -33,10 +31,11 @@ use super::suite;
 use super::verdict::verdict;
 use super::worker_proc::{self, ProcessControl};
 use crate::cluster::{Cluster, NodeId};
+use crate::lockut::LockUnderTest;
 use crate::nemesis::{Fault, FaultRecord, Nemesis, NemesisReport, PartitionVia, Targets};
 use crate::report::observer::{Progress, RunObserver};
 use crate::report::{FaultWindow, ModeReport, ModeTimeline, ScenarioReport};
-use crate::scenario::Scenario;
+use crate::scenario::{Scenario, Work};
 use crate::workload::Mode;
 
 /// Counter sampling period.
@@ -310,7 +309,7 @@ async fn start_workers(
             None
         } else {
             Some(
-                lock_client(&env.worker_urls, cfg.ttl, &resource)
+                LockUnderTest::build(cfg.lock, &env.worker_urls, cfg.ttl, &resource)
                     .map_err(|e| format!("lock settings: {e}"))?,
             )
         };
@@ -321,7 +320,11 @@ async fn start_workers(
                 row: rows[m],
                 resource: resource.clone(),
                 ttl: cfg.ttl,
-                work: scenario.work.unwrap_or(cfg.work),
+                work: match scenario.work {
+                    Work::Fixed(d) => d,
+                    Work::Run | Work::ToValidity => cfg.work,
+                },
+                work_to_validity: scenario.work == Work::ToValidity,
                 acquire_wait: DEFAULT_ACQUIRE_WAIT,
                 seed: suite::mix(seed, (m * 1000 + i) as u64),
                 until: cfg.duration,
@@ -338,6 +341,7 @@ async fn start_workers(
                     })?;
                     let fut = worker_proc::spawn(
                         bin,
+                        cfg.lock,
                         &env.worker_urls,
                         &env.pg_dsn,
                         &spec,

@@ -26,11 +26,12 @@ use tokio::process::{Child, Command};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
-use super::chaos_workload::{WorkerEvent, WorkerSpec, lock_client, run_worker};
+use super::chaos_workload::{WorkerEvent, WorkerSpec, run_worker};
 use super::clock::ScenarioClock;
 use super::pause::{self, PausePlan};
 use super::record::ModeRecord;
 use crate::commands::parse_duration;
+use crate::lockut::{LockKind, LockUnderTest};
 use crate::nemesis::{WorkerControl, WorkerId};
 use crate::workload::Mode;
 
@@ -52,12 +53,18 @@ pub struct WorkerArgs {
     /// Lock resource (and key prefix).
     #[arg(long)]
     pub resource: String,
+    /// The lock under test: ours, plain, or a broken variant of plain.
+    #[arg(long, value_parser = LockKind::parse, default_value = "ours")]
+    pub lock: LockKind,
     /// Lease TTL.
     #[arg(long, value_parser = parse_duration)]
     pub ttl: Duration,
     /// Work inside a section.
     #[arg(long, value_parser = parse_duration, default_value = "5ms")]
     pub work: Duration,
+    /// Work until shortly before the end of the reported validity instead of `--work`.
+    #[arg(long)]
+    pub work_to_validity: bool,
     /// Budget of one waiting acquire.
     #[arg(long, value_parser = parse_duration, default_value = "1s")]
     pub acquire_wait: Duration,
@@ -93,6 +100,7 @@ impl WorkerArgs {
             resource: self.resource.clone(),
             ttl: self.ttl,
             work: self.work,
+            work_to_validity: self.work_to_validity,
             acquire_wait: self.acquire_wait,
             seed: self.seed,
             until: self.until,
@@ -142,7 +150,7 @@ pub async fn serve(args: WorkerArgs) -> u8 {
         });
         2
     };
-    let lock = match lock_client(&args.nodes, args.ttl, &args.resource) {
+    let lock = match LockUnderTest::build(args.lock, &args.nodes, args.ttl, &args.resource) {
         Ok(l) => l,
         Err(e) => return fail(format!("lock settings: {e}")),
     };
@@ -277,6 +285,7 @@ async fn resume(pid: i32, alive: &AtomicBool) {
 #[allow(clippy::too_many_arguments)]
 pub fn spawn(
     bin: &Path,
+    lock: LockKind,
     nodes: &[String],
     pg_dsn: &str,
     spec: &WorkerSpec,
@@ -299,6 +308,8 @@ pub fn spawn(
         .arg(spec.row.to_string())
         .arg("--resource")
         .arg(&spec.resource)
+        .arg("--lock")
+        .arg(lock.name())
         .arg("--ttl")
         .arg(us(spec.ttl))
         .arg("--work")
@@ -313,6 +324,9 @@ pub fn spawn(
         .arg(clock.start_ns().to_string())
         .arg("--until")
         .arg(us(spec.until));
+    if spec.work_to_validity {
+        cmd.arg("--work-to-validity");
+    }
     if let Some(p) = spec.pause {
         cmd.arg("--pause-rate")
             .arg(p.rate.to_string())

@@ -81,6 +81,20 @@ impl Expectation {
     }
 }
 
+/// How long a critical section works, per scenario.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Work {
+    /// The run's setting (`RunConfig::work`, 5 ms).
+    Run,
+    /// This long: the clock scenarios need sections long enough for a second holder to get
+    /// in while the first still works.
+    Fixed(Duration),
+    /// Until shortly before the end of the validity the lock reported
+    /// ([`crate::run::chaos_workload::work_to_validity`]): a lock that overstates its
+    /// validity writes after its keys expired, and is caught.
+    ToValidity,
+}
+
 /// Generates a scenario's faults (see [`recipes`]).
 pub type Recipe = fn(&mut StdRng, &Shape) -> Vec<ScheduledFault>;
 
@@ -104,10 +118,8 @@ pub struct Scenario {
     pub about: &'static str,
     /// What the run should show.
     pub expectation: Expectation,
-    /// Work inside each critical section; `None`: the run's (`--work`, 5 ms). The clock
-    /// scenarios need sections long enough for a second holder to get in while the first
-    /// still works.
-    pub work: Option<Duration>,
+    /// Work inside each critical section.
+    pub work: Work,
     /// Probability that a worker pauses itself right before its write, while it holds the
     /// lease (0: never); see [`crate::run::pause`].
     pub pause_rate: f64,
@@ -166,7 +178,7 @@ pub static SCENARIOS: &[Scenario] = &[
         name: "kill-minority",
         about: "SIGKILL a random minority, start it again with its AOF; repeat",
         expectation: Expectation::SafeAndAvailable,
-        work: None,
+        work: Work::Run,
         pause_rate: 0.0,
         recipe: recipes::kill_minority,
     },
@@ -174,7 +186,7 @@ pub static SCENARIOS: &[Scenario] = &[
         name: "pause-minority",
         about: "freeze (SIGSTOP / docker pause) a random minority, then thaw; repeat",
         expectation: Expectation::SafeAndAvailable,
-        work: None,
+        work: Work::Run,
         pause_rate: 0.0,
         recipe: recipes::pause_minority,
     },
@@ -182,15 +194,15 @@ pub static SCENARIOS: &[Scenario] = &[
         name: "partition-minority",
         about: "cut workers off a random minority at its proxy, then repair; repeat",
         expectation: Expectation::SafeAndAvailable,
-        work: None,
+        work: Work::Run,
         pause_rate: 0.0,
         recipe: recipes::partition_minority,
     },
     Scenario {
         name: "latency",
-        about: "100-800 ms (±20 %) reply latency on a random minority; repeat",
+        about: "100-800 ms (±20 %) reply latency on a random minority; sections work to the end of the reported validity; repeat",
         expectation: Expectation::SafeAndAvailable,
-        work: None,
+        work: Work::ToValidity,
         pause_rate: 0.0,
         recipe: recipes::latency,
     },
@@ -198,7 +210,7 @@ pub static SCENARIOS: &[Scenario] = &[
         name: "amnesia-restart",
         about: "kill one node and bring it back EMPTY within a second or so; repeat",
         expectation: Expectation::MayViolateFencingHolds,
-        work: None,
+        work: Work::Run,
         pause_rate: 0.0,
         recipe: recipes::amnesia_restart,
     },
@@ -206,7 +218,7 @@ pub static SCENARIOS: &[Scenario] = &[
         name: "clock-jump",
         about: "one node's clock jumps 20-60 s forward for a few seconds (Valkey only); repeat",
         expectation: Expectation::MayViolateFencingHolds,
-        work: None,
+        work: Work::Run,
         pause_rate: 0.0,
         recipe: recipes::clock_jump,
     },
@@ -214,7 +226,7 @@ pub static SCENARIOS: &[Scenario] = &[
         name: "client-stall",
         about: "one worker stalls for 15-30 % of the run (longer than a short TTL); repeat",
         expectation: Expectation::MayViolateFencingHolds,
-        work: None,
+        work: Work::Run,
         pause_rate: 0.0,
         recipe: recipes::client_stall,
     },
@@ -222,7 +234,7 @@ pub static SCENARIOS: &[Scenario] = &[
         name: "client-pause",
         about: "workers pause (SIGSTOP) right before their write, 1.5-3 × TTL, p = 0.05 per section",
         expectation: Expectation::MustShow(Anomaly::LostUpdate),
-        work: None,
+        work: Work::Run,
         pause_rate: CLIENT_PAUSE_RATE,
         recipe: recipes::none,
     },
@@ -230,7 +242,7 @@ pub static SCENARIOS: &[Scenario] = &[
         name: "clock-jump-majority",
         about: "a quorum of nodes' clocks jump 20-60 s forward at once (Valkey only); 100 ms sections; repeat",
         expectation: Expectation::MustShow(Anomaly::ExclusionViolation),
-        work: Some(LONG_WORK),
+        work: Work::Fixed(LONG_WORK),
         pause_rate: 0.0,
         recipe: recipes::clock_jump_majority,
     },
@@ -238,7 +250,7 @@ pub static SCENARIOS: &[Scenario] = &[
         name: "majority-loss",
         about: "kill a quorum of nodes for 20-35 % of the run, then start them again",
         expectation: Expectation::UnavailableButSafe,
-        work: None,
+        work: Work::Run,
         pause_rate: 0.0,
         recipe: recipes::majority_loss,
     },
@@ -246,7 +258,7 @@ pub static SCENARIOS: &[Scenario] = &[
         name: "mixed",
         about: "one minority fault after another: kill, restart, freeze, partition, black hole, latency",
         expectation: Expectation::SafeAndAvailable,
-        work: None,
+        work: Work::Run,
         pause_rate: 0.0,
         recipe: recipes::mixed,
     },

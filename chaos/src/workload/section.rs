@@ -41,6 +41,14 @@ impl SectionSpec {
             work,
         }
     }
+
+    /// The same section with `work` instead.
+    pub fn with_work(&self, work: Duration) -> Self {
+        SectionSpec {
+            work,
+            ..self.clone()
+        }
+    }
 }
 
 /// How a section ended.
