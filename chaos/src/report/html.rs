@@ -208,7 +208,7 @@ fn summary_table(out: &mut String, s: &ScenarioReport, modes: &[&str]) {
          <th>lost %</th><th>stale writes</th><th>rejected</th><th>abandoned</th>\
          <th>violations</th><th>token regressions</th><th>pauses</th><th>acquires</th>\
          <th>failed</th><th>errors</th><th>p50</th><th>p99</th><th>stalls</th>\
-         <th>final value</th></tr></thead><tbody>",
+         <th>idle faults</th><th>final value</th></tr></thead><tbody>",
     );
     for mode in modes {
         let Some(m) = s.modes.get(*mode) else {
@@ -230,6 +230,7 @@ fn summary_table(out: &mut String, s: &ScenarioReport, modes: &[&str]) {
             stale_writes,
             fence_regressions,
             pauses,
+            idle_fault_windows,
         } = m;
         let bad = |b: bool| if b { " class=\"bad\"" } else { "" };
         let _ = write!(
@@ -238,7 +239,7 @@ fn summary_table(out: &mut String, s: &ScenarioReport, modes: &[&str]) {
              <td{}>{stale_writes}</td><td>{rejected}</td><td>{abandoned}</td>\
              <td{}>{exclusion_violations}</td><td{}>{fence_regressions}</td><td>{pauses}</td>\
              <td>{acquire_attempts}</td><td>{acquire_failures}</td>\
-             <td>{acquire_errors}</td><td>{}</td><td>{}</td><td>{stalls}</td><td>{final_value}</td></tr>",
+             <td>{acquire_errors}</td><td>{}</td><td>{}</td><td>{stalls}</td><td{}>{idle_fault_windows}</td><td>{final_value}</td></tr>",
             escape(mode),
             escape(mode),
             bad(*lost != 0),
@@ -248,6 +249,7 @@ fn summary_table(out: &mut String, s: &ScenarioReport, modes: &[&str]) {
             bad(*fence_regressions > 0),
             ms(*acquire_p50_us),
             ms(*acquire_p99_us),
+            bad(*idle_fault_windows > 0),
         );
     }
     out.push_str("</tbody></table>");

@@ -90,7 +90,7 @@ fn summary(m: &ModeReport) -> String {
     format!(
         "sections={} lost={} rejected={} exclusion_violations={} acquire_attempts={} \
          acquire_failures={} acquire_errors={} acquire_p50_us={} acquire_p99_us={} stalls={} final_value={} \
-         lost_share={:.4} abandoned={} stale_writes={} fence_regressions={} pauses={}",
+         lost_share={:.4} abandoned={} stale_writes={} fence_regressions={} pauses={} idle_fault_windows={}",
         m.sections,
         m.lost,
         m.rejected,
@@ -106,6 +106,7 @@ fn summary(m: &ModeReport) -> String {
         m.abandoned,
         m.stale_writes,
         m.fence_regressions,
-        m.pauses
+        m.pauses,
+        m.idle_fault_windows
     )
 }

@@ -9,8 +9,8 @@
 //! The summary keys are stable (`sections`, `lost`, `rejected`, `exclusion_violations`,
 //! `acquire_attempts`, `acquire_failures`, `acquire_p50_us`, `acquire_p99_us`); fields may
 //! be added, never renamed. Schema 2 added the naive `none` and the `checked` mode, and per
-//! mode `abandoned`, `stale_writes`, `fence_regressions`, `pauses` (with their timeline
-//! entries); they read as 0 / empty from a schema-1 file.
+//! mode `abandoned`, `stale_writes`, `fence_regressions`, `pauses`, `idle_fault_windows`
+//! (with their timeline entries); they read as 0 / empty from a schema-1 file.
 
 use std::collections::BTreeMap;
 
@@ -165,7 +165,15 @@ pub struct ModeReport {
     /// Times a worker paused itself while holding a lease (`client-pause`).
     #[serde(default)]
     pub pauses: u64,
+    /// Scheduled node faults of at least [`IDLE_FAULT_MIN_MS`] during which this mode was
+    /// granted no section that completed (the lock was not available while they lasted).
+    #[serde(default)]
+    pub idle_fault_windows: u64,
 }
+
+/// Shortest fault window [`ModeReport::idle_fault_windows`] looks at: long enough for
+/// many sections of any scenario (and a few of `latency`'s long ones).
+pub const IDLE_FAULT_MIN_MS: u64 = 2_000;
 
 impl ModeReport {
     /// Share of acknowledged increments lost, `lost / sections` (Jepsen's measure), in

@@ -33,6 +33,7 @@ use super::worker_proc::{self, ProcessControl};
 use crate::cluster::{Cluster, NodeId};
 use crate::lockut::LockUnderTest;
 use crate::nemesis::{Fault, FaultRecord, Nemesis, NemesisReport, PartitionVia, Targets};
+use crate::report::model::IDLE_FAULT_MIN_MS;
 use crate::report::observer::{Progress, RunObserver};
 use crate::report::{FaultWindow, ModeReport, ModeTimeline, ScenarioReport};
 use crate::scenario::{Scenario, Work};
@@ -245,8 +246,8 @@ pub(crate) async fn play(
     };
 
     let records = std::mem::take(&mut *lock(&records));
-    let mut modes = BTreeMap::new();
-    let mut timeline = BTreeMap::new();
+    let mut modes: BTreeMap<String, ModeReport> = BTreeMap::new();
+    let mut timeline: BTreeMap<String, ModeTimeline> = BTreeMap::new();
     for ((mode, row), record) in Mode::ALL.iter().zip(&rows).zip(records) {
         for f in record.failures() {
             harness.push(format!("{}: {f}", mode.name()));
@@ -285,7 +286,35 @@ pub(crate) async fn play(
         modes.insert(mode.name().to_owned(), m);
         timeline.insert(mode.name().to_owned(), t);
     }
+    for (name, m) in modes.iter_mut() {
+        if let Some(t) = timeline.get(name) {
+            m.idle_fault_windows = idle_fault_windows(&faults, t);
+        }
+    }
     report(harness, faults, modes, timeline)
+}
+
+/// Node faults lasting at least [`IDLE_FAULT_MIN_MS`] during which `t` shows no grant
+/// whose section was accepted (a section granted before the fault and finished during it
+/// does not show that the lock worked while it lasted).
+fn idle_fault_windows(faults: &[FaultWindow], t: &ModeTimeline) -> u64 {
+    let mut done: Vec<u64> = t
+        .grants
+        .iter()
+        .filter(|g| g.accepted)
+        .map(|g| g.start_ms.0 / 1000)
+        .collect();
+    done.sort_unstable();
+    faults
+        .iter()
+        .filter(|f| f.targets.iter().all(|t| t.starts_with('n')))
+        .filter_map(|f| Some((f.start_ms, f.end_ms?)))
+        .filter(|(a, b)| b.saturating_sub(*a) >= IDLE_FAULT_MIN_MS)
+        .filter(|(a, b)| {
+            let i = done.partition_point(|d| d < a);
+            done.get(i).is_none_or(|d| d >= b)
+        })
+        .count() as u64
 }
 
 /// Starts every worker (tasks or processes) into `tasks`.
@@ -481,5 +510,52 @@ fn detail(rec: &FaultRecord, processes: bool) -> String {
         Fault::ClockJump { offset_s } => format!("offset {offset_s:+}s"),
         Fault::ClientStall if processes => "SIGSTOP of this worker's process in every mode".into(),
         Fault::ClientStall => "worker stalled".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{GrantSpan, Ms};
+
+    fn fault(target: &str, start_ms: u64, end_ms: u64) -> FaultWindow {
+        FaultWindow {
+            kind: "freeze".into(),
+            detail: String::new(),
+            targets: vec![target.into()],
+            start_ms,
+            end_ms: Some(end_ms),
+        }
+    }
+
+    fn grant(start_ms: u64, accepted: bool) -> GrantSpan {
+        GrantSpan {
+            worker: 0,
+            fence: None,
+            start_ms: Ms(start_ms * 1000),
+            end_ms: Ms(start_ms * 1000 + 5_000),
+            valid_until_ms: Ms(start_ms * 1000 + 200_000),
+            accepted,
+            done_ms: Ms(start_ms * 1000 + 5_000),
+            abandoned: false,
+            stale: false,
+        }
+    }
+
+    #[test]
+    fn a_long_node_fault_without_a_granted_section_is_idle() {
+        let t = ModeTimeline {
+            // Granted before the first fault and finished inside it; a refused one inside.
+            grants: vec![grant(999, true), grant(1_500, false), grant(5_500, true)],
+            ..ModeTimeline::default()
+        };
+        let faults = [
+            fault("n1", 1_000, 4_000),
+            fault("n2", 5_000, 8_000),
+            // Too short to judge, and a worker's pause: neither counts.
+            fault("n3", 9_000, 9_500),
+            fault("w0", 10_000, 13_000),
+        ];
+        assert_eq!(idle_fault_windows(&faults, &t), 1);
     }
 }

@@ -212,6 +212,8 @@ impl ModeRecord {
             stale_writes: self.stale_writes,
             fence_regressions: regressions.len() as u64,
             pauses: self.timeline.pauses.len() as u64,
+            // Needs the fault windows: filled in by the runner.
+            idle_fault_windows: 0,
         };
         (report, self.timeline)
     }

@@ -4,7 +4,7 @@
 //!
 //! | expectation | checks | fails when |
 //! |---|---|---|
-//! | safe and available | every mode: 0 exclusion violations, 0 fence-token regressions, sections > 0; `checked`, `write_only`, `claim_first`: lost 0; `none`: a loss is reported, and must come with a stale write | any check fails |
+//! | safe and available | every mode: 0 exclusion violations, 0 fence-token regressions, sections > 0, a completed section during every minority fault of 2 s or more; `checked`, `write_only`, `claim_first`: lost 0; `none`: a loss is reported, and must come with a stale write | any check fails |
 //! | unavailable but safe | as above, with acquire errors > 0 (acquires failed cleanly while the majority was gone) instead of sections > 0 | any check fails |
 //! | may violate, fencing holds | claim_first lost = 0; the rest is reported | claim_first lost anything |
 //! | must show X | `none` shows X (a lost update, or an exclusion violation); claim_first lost 0; the rest is reported | the rig did not observe X, or claim_first lost anything |
@@ -30,13 +30,15 @@
 
 use std::collections::BTreeMap;
 
+use crate::report::model::IDLE_FAULT_MIN_MS;
 use crate::report::{ModeReport, Outcome, Verdict};
 use crate::scenario::{Anomaly, Expectation};
 
 /// The rules, as `chaos scenarios` prints them under the list.
 pub const RULES: &str = "\
 verdicts (chaos run; none, checked, write_only and claim_first run at once in every scenario):
-  safe and available               every mode: 0 exclusion violations, 0 fence-token regressions, sections > 0;
+  safe and available               every mode: 0 exclusion violations, 0 fence-token regressions, sections > 0,
+                                   a section completed during every minority fault of 2 s or more;
                                    lost 0 except in none, whose losses are reported but must each come with a stale write
   unavailable while it lasts, safe as above, with acquires failed on unreachable nodes > 0 instead of sections > 0
   violations possible, claim-first claim_first lost 0; the rest is reported, not failed
@@ -157,6 +159,15 @@ pub fn verdict(
                             m.sections
                         ),
                     );
+                    check(
+                        name,
+                        m.idle_fault_windows == 0,
+                        format!(
+                            "{name}: {} minority faults of {} s or more without a completed section (want 0: a minority fault must not stop the lock)",
+                            m.idle_fault_windows,
+                            IDLE_FAULT_MIN_MS / 1000
+                        ),
+                    );
                 } else {
                     check(
                         name,
@@ -234,6 +245,7 @@ mod tests {
             stale_writes: 0,
             fence_regressions: 0,
             pauses: 0,
+            idle_fault_windows: 0,
         }
     }
 
@@ -251,8 +263,19 @@ mod tests {
         let good = modes(mode(10, 0, 0, 0), mode(10, 0, 0, 0));
         let v = verdict(Expectation::SafeAndAvailable, &good, &[]);
         assert_eq!(v.outcome, Outcome::Pass, "{:?}", v.reasons);
-        // 4 modes × (violations, tokens, lost, sections) + none's report.
-        assert_eq!(v.reasons.len(), 17);
+        // 4 modes × (violations, tokens, lost, sections, idle faults) + none's report.
+        assert_eq!(v.reasons.len(), 21);
+        let stopped = modes(
+            mode(10, 0, 0, 0),
+            ModeReport {
+                idle_fault_windows: 1,
+                ..mode(10, 0, 0, 0)
+            },
+        );
+        assert_eq!(
+            verdict(Expectation::SafeAndAvailable, &stopped, &[]).failed_modes,
+            ["claim_first"]
+        );
         // A naive loss explained by a stale write is reported, not failed.
         let explained = modes(
             ModeReport {

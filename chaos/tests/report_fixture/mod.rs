@@ -197,6 +197,7 @@ fn mode(
         stale_writes: t.grants.iter().filter(|g| g.stale).count() as u64,
         fence_regressions: 0,
         pauses: t.pauses.len() as u64,
+        idle_fault_windows: 0,
     };
     (m, t)
 }
