@@ -171,9 +171,15 @@ async fn main() -> ExitCode {
         Command::Run(args) => return ExitCode::from(run_cmd::run(args).await),
         Command::Worker(args) => return ExitCode::from(worker_proc::serve(args).await),
         Command::Scenarios => {
+            use redlock_chaos::scenario::Work;
             for s in redlock_chaos::scenario::SCENARIOS {
+                let work = match s.work {
+                    Work::Run => "sections: --work (5 ms)".to_owned(),
+                    Work::Fixed(d) => format!("sections: {} ms of work", d.as_millis()),
+                    Work::ToValidity => "sections: work to the end of the reported validity".into(),
+                };
                 println!(
-                    "{:<20} {}  [expect: {}]",
+                    "{:<20} {}  [{work}] [expect: {}]",
                     s.name,
                     s.about,
                     s.expectation.describe()
