@@ -11,6 +11,8 @@
 //! - [`worker_proc`]: workers as `chaos worker` processes; client stalls as SIGSTOP.
 //! - [`pause`]: client pauses inside critical sections (a worker stops itself; the runner
 //!   resumes it).
+//! - [`split`]: `amnesia-split` — a victim worker with a bare-majority view, and the node
+//!   restarted empty on its grants.
 //! - [`clock`]: the run's one clock (`CLOCK_MONOTONIC`) across processes.
 //! - [`record`]: events → [`ModeReport`] and timeline.
 //! - [`verdict`]: expectation × mode reports → [`Verdict`].
@@ -25,6 +27,7 @@ pub mod clock;
 pub mod pause;
 pub mod play;
 pub mod record;
+pub mod split;
 pub mod suite;
 pub mod table;
 pub mod verdict;

@@ -27,6 +27,7 @@ use super::chaos_workload::{DEFAULT_ACQUIRE_WAIT, WorkerEvent, WorkerSpec, run_w
 use super::clock::{ScenarioClock, monotonic_ns};
 use super::pause::PausePlan;
 use super::record::ModeRecord;
+use super::split;
 use super::suite;
 use super::verdict::verdict;
 use super::worker_proc::{self, ProcessControl};
@@ -118,10 +119,24 @@ pub(crate) async fn play(
         Mode::ALL.iter().map(|_| ModeRecord::default()).collect(),
     ));
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(usize, WorkerEvent)>();
+    let (victim_tx, victim_rx) = tokio::sync::mpsc::unbounded_channel::<()>();
     let consumer = {
         let records = records.clone();
+        let split = scenario.amnesia_split;
         tokio::spawn(async move {
             while let Some((m, ev)) = rx.recv().await {
+                if split
+                    && matches!(
+                        ev,
+                        WorkerEvent::Acquire {
+                            worker: 0,
+                            ok: true,
+                            ..
+                        }
+                    )
+                {
+                    let _ = victim_tx.send(());
+                }
                 if let Some(r) = lock(&records).get_mut(m) {
                     r.push(ev);
                 }
@@ -158,6 +173,15 @@ pub(crate) async fn play(
     }
     drop(tx);
 
+    let wiper = scenario.amnesia_split.then(|| {
+        tokio::spawn(split::wipe_on_victim_grants(
+            env.cluster.clone(),
+            victim_rx,
+            clock,
+            duration,
+            worker_stop.clone(),
+        ))
+    });
     tokio::time::sleep_until(clock.instant_at(Duration::ZERO)).await;
     let mut nemesis = Nemesis::new(env.cluster.clone());
     if processes {
@@ -227,6 +251,18 @@ pub(crate) async fn play(
         Some(r) => r,
         None => nemesis_run.await,
     };
+    let mut wiped = Vec::new();
+    if let Some(w) = wiper {
+        // Ends at `until` or at the cancel above; a restart in progress is bounded by the
+        // cluster's own start timeout.
+        match w.await {
+            Ok((faults, errors)) => {
+                wiped = faults;
+                harness.extend(errors);
+            }
+            Err(e) => harness.push(format!("the amnesia trigger failed: {e}")),
+        }
+    }
     let unhealed = nemesis.heal_all().await;
     harness.extend(unhealed.iter().map(|u| format!("left unhealed: {u}")));
     let _ = tokio::time::timeout(Duration::from_secs(5), consumer).await;
@@ -237,13 +273,14 @@ pub(crate) async fn play(
             duration.as_secs_f64()
         ));
     }
-    let mut faults = match nemesis_report {
+    let mut faults = wiped;
+    faults.extend(match nemesis_report {
         Ok(r) => fault_windows(&r, nemesis_t0, processes, &mut harness),
         Err(e) => {
             harness.push(format!("schedule does not fit the cluster: {e}"));
             Vec::new()
         }
-    };
+    });
 
     let records = std::mem::take(&mut *lock(&records));
     let mut modes: BTreeMap<String, ModeReport> = BTreeMap::new();
@@ -317,6 +354,15 @@ fn idle_fault_windows(faults: &[FaultWindow], t: &ModeTimeline) -> u64 {
         .count() as u64
 }
 
+/// The scenario's lease TTL: `amnesia-split` needs one longer than a node's restart.
+fn scenario_ttl(scenario: &Scenario, run_ttl: Duration) -> Duration {
+    if scenario.amnesia_split {
+        split::SPLIT_TTL.max(run_ttl)
+    } else {
+        run_ttl
+    }
+}
+
 /// Starts every worker (tasks or processes) into `tasks`.
 #[allow(clippy::too_many_arguments)]
 async fn start_workers(
@@ -332,36 +378,46 @@ async fn start_workers(
     tasks: &mut JoinSet<()>,
 ) -> Result<(), String> {
     let cfg = &env.cfg;
+    let ttl = scenario_ttl(scenario, cfg.ttl);
+    let victim_urls = split::victim_view(&env.worker_urls);
     for (m, mode) in Mode::ALL.iter().enumerate() {
         let resource = format!("chaos:{}:{}:{}", env.run_id, scenario.name, mode.name());
-        let lock = if processes {
-            None
+        let build = |urls: &[String]| {
+            LockUnderTest::build(cfg.lock, urls, ttl, &resource)
+                .map_err(|e| format!("lock settings: {e}"))
+        };
+        let (lock, victim_lock) = if processes {
+            (None, None)
         } else {
-            Some(
-                LockUnderTest::build(cfg.lock, &env.worker_urls, cfg.ttl, &resource)
-                    .map_err(|e| format!("lock settings: {e}"))?,
-            )
+            (Some(build(&env.worker_urls)?), Some(build(&victim_urls)?))
         };
         for i in 0..cfg.workers {
+            // amnesia-split: worker 0 sees a bare majority and holds to the end of its lease.
+            let victim = scenario.amnesia_split && i == 0;
+            let (lock, urls) = if victim {
+                (&victim_lock, &victim_urls)
+            } else {
+                (&lock, &env.worker_urls)
+            };
             let spec = WorkerSpec {
                 worker: i,
                 mode: *mode,
                 row: rows[m],
                 resource: resource.clone(),
-                ttl: cfg.ttl,
+                ttl,
                 work: match scenario.work {
                     Work::Fixed(d) => d,
                     Work::Run | Work::ToValidity => cfg.work,
                 },
-                work_to_validity: scenario.work == Work::ToValidity,
+                work_to_validity: scenario.work == Work::ToValidity || victim,
                 acquire_wait: DEFAULT_ACQUIRE_WAIT,
                 seed: suite::mix(seed, (m * 1000 + i) as u64),
                 until: cfg.duration,
                 // Only processes can stop themselves; `processes` is set when this is > 0.
                 pause: (processes && scenario.pause_rate > 0.0)
-                    .then(|| PausePlan::for_ttl(scenario.pause_rate, cfg.ttl)),
+                    .then(|| PausePlan::for_ttl(scenario.pause_rate, ttl)),
             };
-            match &lock {
+            match lock {
                 None => {
                     let bin = env.chaos_bin.as_deref().ok_or_else(|| {
                         "client stalls need worker processes, but the chaos binary was not found; \
@@ -371,7 +427,7 @@ async fn start_workers(
                     let fut = worker_proc::spawn(
                         bin,
                         cfg.lock,
-                        &env.worker_urls,
+                        urls,
                         &env.pg_dsn,
                         &spec,
                         m,

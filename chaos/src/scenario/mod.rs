@@ -123,6 +123,10 @@ pub struct Scenario {
     /// Probability that a worker pauses itself right before its write, while it holds the
     /// lease (0: never); see [`crate::run::pause`].
     pub pause_rate: f64,
+    /// Kleppmann's amnesia case, driven by the workload's events rather than a timeline:
+    /// worker 0 of each mode reaches only a bare majority, and one node of it restarts
+    /// empty whenever such a worker is granted the lock (see [`crate::run::split`]).
+    pub amnesia_split: bool,
     recipe: Recipe,
 }
 
@@ -180,6 +184,7 @@ pub static SCENARIOS: &[Scenario] = &[
         expectation: Expectation::SafeAndAvailable,
         work: Work::Run,
         pause_rate: 0.0,
+        amnesia_split: false,
         recipe: recipes::kill_minority,
     },
     Scenario {
@@ -188,6 +193,7 @@ pub static SCENARIOS: &[Scenario] = &[
         expectation: Expectation::SafeAndAvailable,
         work: Work::Run,
         pause_rate: 0.0,
+        amnesia_split: false,
         recipe: recipes::pause_minority,
     },
     Scenario {
@@ -196,6 +202,7 @@ pub static SCENARIOS: &[Scenario] = &[
         expectation: Expectation::SafeAndAvailable,
         work: Work::Run,
         pause_rate: 0.0,
+        amnesia_split: false,
         recipe: recipes::partition_minority,
     },
     Scenario {
@@ -204,6 +211,7 @@ pub static SCENARIOS: &[Scenario] = &[
         expectation: Expectation::SafeAndAvailable,
         work: Work::ToValidity,
         pause_rate: 0.0,
+        amnesia_split: false,
         recipe: recipes::latency,
     },
     Scenario {
@@ -212,6 +220,7 @@ pub static SCENARIOS: &[Scenario] = &[
         expectation: Expectation::MayViolateFencingHolds,
         work: Work::Run,
         pause_rate: 0.0,
+        amnesia_split: false,
         recipe: recipes::amnesia_restart,
     },
     Scenario {
@@ -220,6 +229,7 @@ pub static SCENARIOS: &[Scenario] = &[
         expectation: Expectation::MayViolateFencingHolds,
         work: Work::Run,
         pause_rate: 0.0,
+        amnesia_split: false,
         recipe: recipes::clock_jump,
     },
     Scenario {
@@ -228,6 +238,7 @@ pub static SCENARIOS: &[Scenario] = &[
         expectation: Expectation::MayViolateFencingHolds,
         work: Work::Run,
         pause_rate: 0.0,
+        amnesia_split: false,
         recipe: recipes::client_stall,
     },
     Scenario {
@@ -236,6 +247,16 @@ pub static SCENARIOS: &[Scenario] = &[
         expectation: Expectation::MustShow(Anomaly::LostUpdate),
         work: Work::Run,
         pause_rate: CLIENT_PAUSE_RATE,
+        amnesia_split: false,
+        recipe: recipes::none,
+    },
+    Scenario {
+        name: "amnesia-split",
+        about: "worker 0 reaches only a bare majority; on its grants one node of it restarts EMPTY (TTL 3 s, it holds to the end); others gather that node and the rest",
+        expectation: Expectation::MustShow(Anomaly::ExclusionViolation),
+        work: Work::Run,
+        pause_rate: 0.0,
+        amnesia_split: true,
         recipe: recipes::none,
     },
     Scenario {
@@ -244,6 +265,7 @@ pub static SCENARIOS: &[Scenario] = &[
         expectation: Expectation::MustShow(Anomaly::ExclusionViolation),
         work: Work::Fixed(LONG_WORK),
         pause_rate: 0.0,
+        amnesia_split: false,
         recipe: recipes::clock_jump_majority,
     },
     Scenario {
@@ -252,6 +274,7 @@ pub static SCENARIOS: &[Scenario] = &[
         expectation: Expectation::UnavailableButSafe,
         work: Work::Run,
         pause_rate: 0.0,
+        amnesia_split: false,
         recipe: recipes::majority_loss,
     },
     Scenario {
@@ -260,6 +283,7 @@ pub static SCENARIOS: &[Scenario] = &[
         expectation: Expectation::SafeAndAvailable,
         work: Work::Run,
         pause_rate: 0.0,
+        amnesia_split: false,
         recipe: recipes::mixed,
     },
 ];

@@ -115,7 +115,8 @@ pub fn clock_jump_majority(rng: &mut StdRng, s: &Shape) -> Vec<ScheduledFault> {
     })
 }
 
-/// No scheduled faults: the workers' own pauses are the fault (`client-pause`).
+/// No scheduled faults: the workers' own pauses (`client-pause`) or grants
+/// (`amnesia-split`) trigger the faults.
 pub fn none(_: &mut StdRng, _: &Shape) -> Vec<ScheduledFault> {
     Vec::new()
 }
