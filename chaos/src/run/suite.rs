@@ -1,9 +1,9 @@
 //! Which scenarios a run plays, for how long, with which seeds.
 //!
 //! The DEFAULT SUITE (`chaos run` with no flags) is every named scenario, in the order
-//! `chaos scenarios` lists them, for [`DEFAULT_DURATION`] each: 11 × 20 s of faults plus
+//! `chaos scenarios` lists them, for [`DEFAULT_DURATION`] each: 12 × 20 s of faults plus
 //! about a second of set-up between scenarios and the cluster and PostgreSQL start — a few
-//! minutes in all (about 3.5 on the docker backend of a 2-core machine). 20 s is long
+//! minutes in all (about 3.5 on the docker backend of a 2-core machine with 9 scenarios; more with 12). 20 s is long
 //! enough for every recipe to lay several fault windows (the shortest, amnesia, lasts
 //! 2–5 % of the run = 0.4–1 s, still beyond a 200 ms TTL) and for thousands of sections
 //! per mode; `--duration` scales every recipe (they are fractions of the run).
