@@ -193,6 +193,7 @@ pub async fn run_worker(
     // A small seeded head start, so workers of a mode do not hit the nodes in lockstep.
     let mut rng = StdRng::seed_from_u64(spec.seed);
     let head = Duration::from_micros(rng.random_range(0..=20_000));
+    let mut pauses = spec.pause.map(|p| p.start(&mut rng));
     tokio::select! {
         () = tokio::time::sleep_until(clock.instant_at(Duration::ZERO) + head) => {}
         () = stop.cancelled() => {}
@@ -231,7 +232,7 @@ pub async fn run_worker(
                     client,
                     clock,
                     worker,
-                    pause: spec.pause.and_then(|p| p.draw(&mut rng)),
+                    pause: pauses.as_mut().and_then(|p| p.next_section(&mut rng)),
                     pause_self,
                 };
                 if let Err(message) = held.run(lock, lease, &mut emit).await {

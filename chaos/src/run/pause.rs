@@ -20,9 +20,14 @@ use rand::Rng;
 pub const PAUSE_TTLS: (f64, f64) = (1.5, 3.0);
 
 /// How often and how long a worker pauses while holding a lease.
+///
+/// Pauses come as a seeded renewal process rather than a coin per section: the first
+/// after 1 to `1/rate` sections, then every `0.5/rate` to `1.5/rate` sections (mean
+/// `1/rate`). The share of paused sections is `rate` either way, but every worker that
+/// completes `1/rate` sections is sure to pause: a short run cannot miss the fault.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PausePlan {
-    /// Probability that a section pauses, in `[0, 1]`.
+    /// Share of sections that pause, in `(0, 1]`.
     pub rate: f64,
     /// Shortest pause.
     pub min: Duration,
@@ -40,17 +45,55 @@ impl PausePlan {
         }
     }
 
-    /// Whether this section pauses, and for how long.
-    pub fn draw(&self, rng: &mut impl Rng) -> Option<Duration> {
-        if !rng.random_bool(self.rate.clamp(0.0, 1.0)) {
-            return None;
+    /// Mean sections between pauses (`1/rate`, at least 1).
+    fn mean_gap(&self) -> u32 {
+        if self.rate <= 0.0 {
+            return u32::MAX;
         }
+        (1.0 / self.rate.min(1.0))
+            .round()
+            .clamp(1.0, f64::from(u32::MAX)) as u32
+    }
+
+    /// The pauses of one worker, drawn from `rng`.
+    pub fn start(&self, rng: &mut impl Rng) -> Pauses {
+        Pauses {
+            plan: *self,
+            until_next: rng.random_range(1..=self.mean_gap()),
+        }
+    }
+
+    /// A pause's length.
+    fn length(&self, rng: &mut impl Rng) -> Duration {
         if self.max <= self.min {
-            return Some(self.min);
+            return self.min;
         }
         let lo = u64::try_from(self.min.as_micros()).unwrap_or(u64::MAX);
         let hi = u64::try_from(self.max.as_micros()).unwrap_or(u64::MAX);
-        Some(Duration::from_micros(rng.random_range(lo..=hi)))
+        Duration::from_micros(rng.random_range(lo..=hi))
+    }
+}
+
+/// One worker's pauses (see [`PausePlan`]).
+#[derive(Debug, Clone)]
+pub struct Pauses {
+    plan: PausePlan,
+    until_next: u32,
+}
+
+impl Pauses {
+    /// Called once per section: whether it pauses, and for how long.
+    pub fn next_section(&mut self, rng: &mut impl Rng) -> Option<Duration> {
+        if self.plan.rate <= 0.0 {
+            return None;
+        }
+        self.until_next = self.until_next.saturating_sub(1);
+        if self.until_next > 0 {
+            return None;
+        }
+        let mean = self.plan.mean_gap();
+        self.until_next = rng.random_range((mean / 2).max(1)..=(mean + mean / 2).max(1));
+        Some(self.plan.length(rng))
     }
 }
 
@@ -72,18 +115,26 @@ mod tests {
     use rand::SeedableRng;
 
     #[test]
-    fn pauses_outlast_the_lease_and_follow_the_rate() {
+    fn pauses_outlast_the_lease_follow_the_rate_and_never_miss() {
         let ttl = Duration::from_millis(200);
-        let plan = PausePlan::for_ttl(0.25, ttl);
-        let mut rng = rand::rngs::StdRng::seed_from_u64(3);
-        let drawn: Vec<Duration> = (0..4000).filter_map(|_| plan.draw(&mut rng)).collect();
-        assert!((800..1200).contains(&drawn.len()), "{}", drawn.len());
-        assert!(
-            drawn
-                .iter()
-                .all(|d| *d >= Duration::from_millis(300) && *d <= Duration::from_millis(600))
-        );
-        assert_eq!(PausePlan::for_ttl(0.0, ttl).draw(&mut rng), None);
+        let plan = PausePlan::for_ttl(0.1, ttl);
+        for seed in 0..50 {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+            let mut p = plan.start(&mut rng);
+            let at: Vec<(usize, Duration)> = (0..4000)
+                .filter_map(|i| p.next_section(&mut rng).map(|d| (i, d)))
+                .collect();
+            assert!((300..500).contains(&at.len()), "{}", at.len());
+            // The first pause within 1/rate sections, none further apart than 1.5/rate.
+            assert!(at[0].0 < 10, "{at:?}");
+            assert!(at.windows(2).all(|w| w[1].0 - w[0].0 <= 15));
+            assert!(at.iter().all(|(_, d)| {
+                *d >= Duration::from_millis(300) && *d <= Duration::from_millis(600)
+            }));
+        }
+        let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+        let mut never = PausePlan::for_ttl(0.0, ttl).start(&mut rng);
+        assert!((0..1000).all(|_| never.next_section(&mut rng).is_none()));
     }
 
     #[test]

@@ -157,10 +157,11 @@ impl Scenario {
     }
 }
 
-/// `client-pause`: pauses per section. Each pause stalls its mode's lock for about a TTL,
-/// so a mode manages 10-80 sections a second depending on the machine's load: this gives
-/// tens of pauses per minute either way, each 300-600 ms with a 200 ms TTL.
-pub const CLIENT_PAUSE_RATE: f64 = 0.05;
+/// `client-pause`: share of sections that pause (one every 5-15 sections of a worker,
+/// the first within 10). Each pause stalls its mode's lock for about a TTL, so a mode
+/// manages 5-80 sections a second depending on the machine's load: this gives tens of
+/// pauses per minute either way, each 300-600 ms with a 200 ms TTL.
+pub const CLIENT_PAUSE_RATE: f64 = 0.1;
 
 /// Section work of the clock scenarios: half a 200 ms TTL, so a holder is still working
 /// when keys expire early under it and a second holder gets in.
@@ -243,7 +244,7 @@ pub static SCENARIOS: &[Scenario] = &[
     },
     Scenario {
         name: "client-pause",
-        about: "workers pause (SIGSTOP) right before their write, 1.5-3 × TTL, p = 0.05 per section",
+        about: "workers pause (SIGSTOP) right before their write, 1.5-3 × TTL, one in 5-15 sections",
         expectation: Expectation::MustShow(Anomaly::LostUpdate),
         work: Work::Run,
         pause_rate: CLIENT_PAUSE_RATE,
