@@ -7,7 +7,7 @@
 //! | safe and available | every mode: 0 exclusion violations, 0 fence-token regressions, sections > 0, a completed section during every minority fault of 2 s or more; `checked`, `write_only`, `claim_first`: lost 0; `none`: a loss is reported, and must come with a stale write | any check fails |
 //! | unavailable but safe | as above, with acquire errors > 0 (acquires failed cleanly while the majority was gone) instead of sections > 0 | any check fails |
 //! | may violate, fencing holds | claim_first lost = 0; the rest is reported | claim_first lost anything |
-//! | must show X | `none` shows X (a lost update, or an exclusion violation); claim_first lost 0; the rest is reported | the rig did not observe X, or claim_first lost anything |
+//! | must show X | every mode: sections > 0; `none` shows X (a lost update, or an exclusion violation); claim_first lost 0; the rest is reported | the rig did not observe X, or claim_first lost anything |
 //!
 //! The outcome is [`Outcome::Unknown`] instead, whatever the numbers, when the harness
 //! could not tell: a worker failed (PostgreSQL, a setting), a fault could not be applied or
@@ -43,7 +43,7 @@ verdicts (chaos run; none, checked, write_only and claim_first run at once in ev
   unavailable while it lasts, safe as above, with acquires failed on unreachable nodes > 0 instead of sections > 0
   violations possible, claim-first claim_first lost 0; the rest is reported, not failed
   must show a lost update /        none must show it (else: the rig did not observe it -> fail); claim_first lost 0;
-    an exclusion violation         the rest is reported
+    an exclusion violation         every mode: sections > 0; the rest is reported
   any: a worker or fault that failed, a fault left unhealed, an interruption -> unknown (exit 2)";
 
 /// The claim-first mode's key in [`ModeReport`] maps.
@@ -187,6 +187,18 @@ pub fn verdict(
             }
         }
         Expectation::MustShow(anomaly) => {
+            for (name, m) in modes {
+                // A mode that never completed a section had nothing to show: say so
+                // rather than only "did not observe".
+                check(
+                    name,
+                    m.sections > 0,
+                    format!(
+                        "{name}: {} sections completed (want > 0: the workload must run for the anomaly to show)",
+                        m.sections
+                    ),
+                );
+            }
             match modes.get(NONE) {
                 Some(m) => {
                     let (seen, count) = match anomaly {
@@ -376,6 +388,10 @@ mod tests {
         assert_eq!(verdict(overlap, &seen, &[]).outcome, Outcome::Fail);
         let violated = modes(mode(10, 0, 2, 0), mode(10, 0, 2, 0));
         assert_eq!(verdict(overlap, &violated, &[]).outcome, Outcome::Pass);
+        let idle = modes(mode(0, 0, 0, 0), mode(0, 0, 0, 0));
+        let v = verdict(lost, &idle, &[]);
+        assert!(v.reasons.iter().any(|r| r.contains("none: 0 sections")));
+        assert_eq!(v.outcome, Outcome::Fail);
     }
 
     #[test]
