@@ -38,7 +38,7 @@ use crate::scenario::{Anomaly, Expectation};
 pub const RULES: &str = "\
 verdicts (chaos run; none, checked, write_only and claim_first run at once in every scenario):
   safe and available               every mode: 0 exclusion violations, 0 fence-token regressions, sections > 0,
-                                   a section completed during every minority fault of 2 s or more;
+                                   a completed section granted during every minority fault of 2 s or more;
                                    lost 0 except in none, whose losses are reported but must each come with a stale write
   unavailable while it lasts, safe as above, with acquires failed on unreachable nodes > 0 instead of sections > 0
   violations possible, claim-first claim_first lost 0; the rest is reported, not failed

@@ -208,7 +208,7 @@ pub static SCENARIOS: &[Scenario] = &[
     },
     Scenario {
         name: "latency",
-        about: "100-800 ms (±20 %) reply latency on a random minority; sections work to the end of the reported validity; repeat",
+        about: "100-800 ms (±20 %) reply latency on a random minority (slow acquires); repeat",
         expectation: Expectation::SafeAndAvailable,
         work: Work::ToValidity,
         pause_rate: 0.0,
