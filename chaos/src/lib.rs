@@ -8,7 +8,8 @@
 //! - [`pg`]: a throwaway PostgreSQL server (or an existing one) for the fenced counter.
 //! - [`workload`]: the fenced counter — workers, modes, stalls — and the fencing table.
 //! - [`commands`]: `chaos fencing-table` and `chaos lock`.
-//! - [`run`]: `chaos run` — every scenario on one cluster, three modes at once, verdicts.
+//! - [`lockut`]: the lock under test — ours, or a plain Redlock with a deliberate mistake.
+//! - [`run`]: `chaos run` — every scenario on one cluster, four modes at once, verdicts.
 //! - [`report`]: the `report.json` schema shared by the runner and the renderers.
 //! - [`checker`]: lost updates and exclusion violations, computed from a run's records.
 
@@ -16,6 +17,7 @@ pub mod bench;
 pub mod checker;
 pub mod cluster;
 pub mod commands;
+pub mod lockut;
 pub mod nemesis;
 pub mod pg;
 pub mod proxy;

@@ -68,7 +68,7 @@ enum Command {
     Report(ReportArgs),
     /// Benchmark our client against rslock, redlock 2.0 and a one-node floor.
     Bench(BenchArgs),
-    /// Run every scenario (or some) end to end: faults, three fenced-counter modes, verdicts.
+    /// Run every scenario (or some) end to end: faults, four fenced-counter modes, verdicts.
     Run(RunArgs),
     /// One worker process of `chaos run` (internal).
     #[command(hide = true)]
@@ -282,9 +282,15 @@ async fn main() -> ExitCode {
         Command::Run(args) => return ExitCode::from(run_cmd::run(args).await),
         Command::Worker(args) => return ExitCode::from(worker_proc::serve(args).await),
         Command::Scenarios => {
+            use redlock_chaos::scenario::Work;
             for s in redlock_chaos::scenario::SCENARIOS {
+                let work = match s.work {
+                    Work::Run => "sections: --work (5 ms)".to_owned(),
+                    Work::Fixed(d) => format!("sections: {} ms of work", d.as_millis()),
+                    Work::ToValidity => "sections: work to the end of the reported validity".into(),
+                };
                 println!(
-                    "{:<20} {}  [expect: {}]",
+                    "{:<20} {}  [{work}] [expect: {}]",
                     s.name,
                     s.about,
                     s.expectation.describe()

@@ -17,7 +17,7 @@ async fn quick_table_shape() {
         nodes: urls,
         pg_dsn: server.dsn(),
         rates: vec![0.05],
-        modes: Mode::ALL.to_vec(),
+        modes: vec![Mode::None, Mode::WriteOnly, Mode::ClaimFirst],
         runs: 2,
         preset: Preset::Default,
         workers: 8,

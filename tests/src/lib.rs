@@ -100,7 +100,7 @@ pub fn assert_report_shape(json: &str, scenarios: usize) {
             assert!(s.get(k).is_some(), "scenario lacks {k}");
         }
         let modes = s.get("modes").and_then(|m| m.as_object()).expect("modes");
-        assert_eq!(modes.len(), 3, "{s:?}");
+        assert_eq!(modes.len(), 4, "{s:?}");
         for m in modes.values() {
             for k in [
                 "sections",
@@ -111,6 +111,10 @@ pub fn assert_report_shape(json: &str, scenarios: usize) {
                 "acquire_failures",
                 "acquire_p50_us",
                 "acquire_p99_us",
+                "abandoned",
+                "stale_writes",
+                "fence_regressions",
+                "pauses",
             ] {
                 assert!(m.get(k).is_some(), "mode lacks {k}");
             }

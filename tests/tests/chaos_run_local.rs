@@ -46,7 +46,7 @@ async fn every_scenario_meets_its_expectation_locally() {
     assert!(!html.contains("<script"), "report.html must be static");
     assert_eq!(
         junit.matches("<testcase ").count(),
-        report.scenarios.len() * 3,
+        report.scenarios.len() * redlock_chaos::workload::Mode::ALL.len(),
         "{junit}"
     );
     assert_eq!(junit.matches("<failure").count(), 0, "{junit}");

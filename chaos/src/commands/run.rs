@@ -7,6 +7,7 @@ use clap::Args;
 use tokio_util::sync::CancellationToken;
 
 use crate::cluster::{BackendKind, DEFAULT_NODES, Flavour};
+use crate::lockut::LockKind;
 use crate::report::{self, Outcome};
 use crate::run::{self, RunConfig, suite};
 
@@ -37,7 +38,7 @@ pub struct RunArgs {
     /// Existing PostgreSQL (DSN or URL); default: a private one.
     #[arg(long, env = "PG_DSN")]
     pub pg_url: Option<String>,
-    /// Workers per mode (three modes run at once).
+    /// Workers per mode (four modes run at once).
     #[arg(long, default_value_t = run::DEFAULT_WORKERS)]
     pub workers: usize,
     /// Lease TTL.
@@ -46,6 +47,11 @@ pub struct RunArgs {
     /// Number of primaries.
     #[arg(long, default_value_t = DEFAULT_NODES)]
     pub nodes: usize,
+    /// The lock under test: `ours` (fenced_redlock), `plain` (the rig's textbook Redlock),
+    /// or a deliberately broken plain one: `quorum-of-one`, `full-validity`,
+    /// `unchecked-release`, `no-node-deadline` (for proving the checker).
+    #[arg(long, value_parser = LockKind::parse, default_value = "ours")]
+    pub lock: LockKind,
     /// Run id (docker label value); default: a fresh random one.
     #[arg(long, hide = true)]
     pub run_id: Option<String>,
@@ -70,6 +76,7 @@ pub async fn run(args: RunArgs) -> u8 {
     cfg.ttl = args.ttl;
     cfg.nodes = args.nodes;
     cfg.run_id = args.run_id.clone();
+    cfg.lock = args.lock;
     cfg.command = std::env::args().collect::<Vec<_>>().join(" ");
     let stop = CancellationToken::new();
     let ctrl_c = {

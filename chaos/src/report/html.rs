@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 
 use super::escape::{anchor, escape};
 use super::model::{ChaosReport, ModeReport, Outcome, ScenarioReport};
-use super::palette::{self, GRANT_OK, GRANT_STALE, REJECTED, VIOLATION};
+use super::palette::{self, GRANT_OK, GRANT_STALE, PAUSE, REJECTED, STALE_WRITE, VIOLATION};
 use super::{counter, latency, timeline};
 
 /// File name of the page inside the report directory.
@@ -157,7 +157,10 @@ fn timeline_legend(out: &mut String) {
          <span><i class=\"sw\" style=\"background:{GRANT_OK}\"></i>grant, write accepted</span>\
          <span><i class=\"sw\" style=\"background:{GRANT_STALE}\"></i>grant, write refused</span>\
          <span><i class=\"sw\" style=\"background:{REJECTED};width:8px;clip-path:polygon(0 0,100% 0,50% 100%)\"></i>refused write</span>\
-         <span><i class=\"sw\" style=\"background:{VIOLATION};opacity:.6\"></i>exclusion violation</span>"
+         <span><i class=\"sw\" style=\"background:{VIOLATION};opacity:.6\"></i>exclusion violation</span>\
+         <span><i class=\"sw\" style=\"background:{PAUSE};height:3px\"></i>worker paused holding a lease</span>\
+         <span><i class=\"sw\" style=\"background:{STALE_WRITE};width:8px;clip-path:polygon(50% 0,100% 50%,50% 100%,0 50%)\"></i>stale write</span>\
+         <span><i class=\"sw\" style=\"background:{STALE_WRITE};width:2px\"></i>fencing token did not grow</span>"
     );
     for (kind, color) in palette::FAULT_KINDS {
         let _ = write!(
@@ -202,8 +205,10 @@ fn ms(us: u64) -> String {
 fn summary_table(out: &mut String, s: &ScenarioReport, modes: &[&str]) {
     out.push_str(
         "<table class=\"summary\"><thead><tr><th>mode</th><th>sections</th><th>lost</th>\
-         <th>rejected</th><th>violations</th><th>acquires</th><th>failed</th><th>errors</th>\
-         <th>p50</th><th>p99</th><th>stalls</th><th>final value</th></tr></thead><tbody>",
+         <th>lost %</th><th>stale writes</th><th>rejected</th><th>abandoned</th>\
+         <th>violations</th><th>token regressions</th><th>pauses</th><th>acquires</th>\
+         <th>failed</th><th>errors</th><th>p50</th><th>p99</th><th>stalls</th>\
+         <th>idle faults</th><th>final value</th></tr></thead><tbody>",
     );
     for mode in modes {
         let Some(m) = s.modes.get(*mode) else {
@@ -221,19 +226,30 @@ fn summary_table(out: &mut String, s: &ScenarioReport, modes: &[&str]) {
             acquire_p99_us,
             stalls,
             final_value,
+            abandoned,
+            stale_writes,
+            fence_regressions,
+            pauses,
+            idle_fault_windows,
         } = m;
         let bad = |b: bool| if b { " class=\"bad\"" } else { "" };
         let _ = write!(
             out,
-            "<tr data-mode=\"{}\"><td>{}</td><td>{sections}</td><td{}>{lost}</td><td>{rejected}</td>\
-             <td{}>{exclusion_violations}</td><td>{acquire_attempts}</td><td>{acquire_failures}</td>\
-             <td>{acquire_errors}</td><td>{}</td><td>{}</td><td>{stalls}</td><td>{final_value}</td></tr>",
+            "<tr data-mode=\"{}\"><td>{}</td><td>{sections}</td><td{}>{lost}</td><td>{:.1}</td>\
+             <td{}>{stale_writes}</td><td>{rejected}</td><td>{abandoned}</td>\
+             <td{}>{exclusion_violations}</td><td{}>{fence_regressions}</td><td>{pauses}</td>\
+             <td>{acquire_attempts}</td><td>{acquire_failures}</td>\
+             <td>{acquire_errors}</td><td>{}</td><td>{}</td><td>{stalls}</td><td{}>{idle_fault_windows}</td><td>{final_value}</td></tr>",
             escape(mode),
             escape(mode),
             bad(*lost != 0),
+            100.0 * m.lost_share(),
+            bad(*stale_writes > 0),
             bad(*exclusion_violations > 0),
+            bad(*fence_regressions > 0),
             ms(*acquire_p50_us),
             ms(*acquire_p99_us),
+            bad(*idle_fault_windows > 0),
         );
     }
     out.push_str("</tbody></table>");

@@ -55,10 +55,16 @@ fn case(s: &ScenarioReport, mode: &str, m: Option<&ModeReport>, blamed: bool) ->
                 (NonSuccessKind::Error, "harness")
             };
             let mut st = TestCaseStatus::non_success(kind);
+            // The failed check that names this mode ("FAILED: none: the rig did not observe
+            // …"), else the first failure or harness reason.
+            let tagged = format!("FAILED: {mode}:");
             let first = s
                 .verdict
                 .reasons
-                .first()
+                .iter()
+                .find(|r| r.starts_with(&tagged))
+                .or_else(|| s.verdict.reasons.iter().find(|r| !r.starts_with("ok:")))
+                .or(s.verdict.reasons.first())
                 .map_or("no reason given", String::as_str);
             st.set_message(first);
             st.set_type(ty);
@@ -83,7 +89,8 @@ fn case(s: &ScenarioReport, mode: &str, m: Option<&ModeReport>, blamed: bool) ->
 fn summary(m: &ModeReport) -> String {
     format!(
         "sections={} lost={} rejected={} exclusion_violations={} acquire_attempts={} \
-         acquire_failures={} acquire_errors={} acquire_p50_us={} acquire_p99_us={} stalls={} final_value={}",
+         acquire_failures={} acquire_errors={} acquire_p50_us={} acquire_p99_us={} stalls={} final_value={} \
+         lost_share={:.4} abandoned={} stale_writes={} fence_regressions={} pauses={} idle_fault_windows={}",
         m.sections,
         m.lost,
         m.rejected,
@@ -94,6 +101,12 @@ fn summary(m: &ModeReport) -> String {
         m.acquire_p50_us,
         m.acquire_p99_us,
         m.stalls,
-        m.final_value
+        m.final_value,
+        m.lost_share(),
+        m.abandoned,
+        m.stale_writes,
+        m.fence_regressions,
+        m.pauses,
+        m.idle_fault_windows
     )
 }

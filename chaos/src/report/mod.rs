@@ -33,8 +33,8 @@ pub use escape::escape;
 pub use html::render_html;
 pub use junit::render_junit;
 pub use model::{
-    ChaosReport, CounterSample, FaultWindow, GrantSpan, LatencySample, ModeReport, ModeTimeline,
-    Ms, Outcome, RejectedWrite, ScenarioReport, Verdict, ViolationMark,
+    ChaosReport, CounterSample, FaultWindow, FenceMark, GrantSpan, LatencySample, ModeReport,
+    ModeTimeline, Ms, Outcome, PauseSpan, RejectedWrite, ScenarioReport, Verdict, ViolationMark,
 };
 pub use observer::{Progress, RunObserver, Silent};
 pub use progress::{BarsObserver, LineObserver, observer_for_terminal};

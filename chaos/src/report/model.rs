@@ -8,7 +8,9 @@
 //!
 //! The summary keys are stable (`sections`, `lost`, `rejected`, `exclusion_violations`,
 //! `acquire_attempts`, `acquire_failures`, `acquire_p50_us`, `acquire_p99_us`); fields may
-//! be added, never renamed.
+//! be added, never renamed. Schema 2 added the naive `none` and the `checked` mode, and per
+//! mode `abandoned`, `stale_writes`, `fence_regressions`, `pauses`, `idle_fault_windows`
+//! (with their timeline entries); they read as 0 / empty from a schema-1 file.
 
 use std::collections::BTreeMap;
 
@@ -144,10 +146,45 @@ pub struct ModeReport {
     pub acquire_p50_us: u64,
     /// 99th percentile latency of successful acquires.
     pub acquire_p99_us: u64,
-    /// Sections that stalled (client pauses).
+    /// Sections that stalled (client stalls from the fault schedule).
     pub stalls: u64,
     /// Final counter value.
     pub final_value: i64,
+    /// Grants whose validity ran out before the write (nothing written; the modes that
+    /// check their lease only).
+    #[serde(default)]
+    pub abandoned: u64,
+    /// Accepted writes that completed after their lease's `valid_until`: written by a holder
+    /// that no longer held the lock (a pause, a scheduler hiccup).
+    #[serde(default)]
+    pub stale_writes: u64,
+    /// Grants whose fencing token was not larger than every earlier grant's (duplicates and
+    /// regressions), in grant order.
+    #[serde(default)]
+    pub fence_regressions: u64,
+    /// Times a worker paused itself while holding a lease (`client-pause`).
+    #[serde(default)]
+    pub pauses: u64,
+    /// Scheduled node faults of at least [`IDLE_FAULT_MIN_MS`] during which this mode was
+    /// granted no section that completed (the lock was not available while they lasted).
+    #[serde(default)]
+    pub idle_fault_windows: u64,
+}
+
+/// Shortest fault window [`ModeReport::idle_fault_windows`] looks at: long enough for
+/// many sections of any scenario (and a few of `latency`'s long ones).
+pub const IDLE_FAULT_MIN_MS: u64 = 2_000;
+
+impl ModeReport {
+    /// Share of acknowledged increments lost, `lost / sections` (Jepsen's measure), in
+    /// `[0, 1]`; 0 when nothing was acknowledged.
+    pub fn lost_share(&self) -> f64 {
+        if self.sections == 0 {
+            0.0
+        } else {
+            (self.lost.max(0) as f64 / self.sections as f64).min(1.0)
+        }
+    }
 }
 
 /// What one mode did over time, for the timeline.
@@ -163,6 +200,36 @@ pub struct ModeTimeline {
     pub acquire: Vec<LatencySample>,
     /// The counter's value over time, sampled, beside the count of completed sections.
     pub counter: Vec<CounterSample>,
+    /// Client pauses: a worker stopped while holding a lease.
+    #[serde(default)]
+    pub pauses: Vec<PauseSpan>,
+    /// Grants whose token was not larger than every earlier grant's.
+    #[serde(default)]
+    pub fence_regressions: Vec<FenceMark>,
+}
+
+/// A worker stopped (paused itself) and resumed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PauseSpan {
+    /// Worker index.
+    pub worker: usize,
+    /// When it stopped.
+    pub from_ms: Ms,
+    /// When it was resumed (`None`: the scenario ended first; it was killed).
+    pub to_ms: Option<Ms>,
+}
+
+/// A grant whose token did not increase.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FenceMark {
+    /// Worker index.
+    pub worker: usize,
+    /// Its token.
+    pub fence: u64,
+    /// The largest token granted before it.
+    pub earlier_max: u64,
+    /// When it was granted.
+    pub at_ms: Ms,
 }
 
 /// One grant.
@@ -180,6 +247,15 @@ pub struct GrantSpan {
     pub valid_until_ms: Ms,
     /// Whether this grant's write was accepted.
     pub accepted: bool,
+    /// When the section's last statement returned.
+    #[serde(default)]
+    pub done_ms: Ms,
+    /// Validity ran out before the write; nothing was written.
+    #[serde(default)]
+    pub abandoned: bool,
+    /// The write was accepted but completed after `valid_until_ms`.
+    #[serde(default)]
+    pub stale: bool,
 }
 
 /// A refused write.
@@ -290,6 +366,9 @@ mod tests {
             end_ms: Ms(2_250),
             valid_until_ms: Ms(200_000),
             accepted: true,
+            done_ms: Ms(2_250),
+            abandoned: false,
+            stale: false,
         };
         let json = serde_json::to_string(&s).expect("serialize");
         assert!(json.contains("\"start_ms\":1.5"), "{json}");

@@ -4,7 +4,7 @@
 //! deficiencies); red is reserved for exclusion violations.
 
 /// Modes in table order; unknown keys (a newer runner) follow in name order.
-pub(crate) const MODE_ORDER: [&str; 3] = ["none", "write_only", "claim_first"];
+pub(crate) const MODE_ORDER: [&str; 4] = ["none", "checked", "write_only", "claim_first"];
 
 /// Grants whose write was accepted.
 pub(crate) const GRANT_OK: &str = "#4a90d9";
@@ -14,6 +14,10 @@ pub(crate) const GRANT_STALE: &str = "#f0a030";
 pub(crate) const REJECTED: &str = "#5a2d00";
 /// Exclusion violations.
 pub(crate) const VIOLATION: &str = "#d62728";
+/// A worker paused while holding a lease.
+pub(crate) const PAUSE: &str = "#9467bd";
+/// Stale writes (accepted after the lease ended) and fencing tokens that did not grow.
+pub(crate) const STALE_WRITE: &str = "#e7298a";
 
 /// The modes of a scenario in display order.
 pub(crate) fn ordered_modes<'a>(keys: impl IntoIterator<Item = &'a String>) -> Vec<&'a str> {
@@ -35,6 +39,7 @@ pub(crate) fn ordered_modes<'a>(keys: impl IntoIterator<Item = &'a String>) -> V
 pub(crate) fn mode_color(mode: &str) -> &'static str {
     match mode {
         "none" => "#d95f02",
+        "checked" => "#e6ab02",
         "write_only" => "#7570b3",
         "claim_first" => "#1b9e77",
         _ => "#666666",
@@ -49,7 +54,7 @@ pub(crate) fn fault_color(kind: &str) -> &'static str {
         "partition" => "#8c564b",
         "slow" | "latency" => "#17becf",
         "clock-jump" | "clock" => "#bcbd22",
-        "client-stall" | "stall" => "#e377c2",
+        "client-stall" | "stall" | "client-pause" => "#e377c2",
         _ => "#a0a0a0",
     }
 }
@@ -61,5 +66,5 @@ pub(crate) const FAULT_KINDS: [(&str, &str); 6] = [
     ("partition", "#8c564b"),
     ("slow", "#17becf"),
     ("clock-jump", "#bcbd22"),
-    ("client-stall", "#e377c2"),
+    ("client-stall / pause", "#e377c2"),
 ];

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use super::axis::{self, AXIS_H, LEFT, RIGHT, WIDTH};
 use super::downsample::merge_spans;
 use super::model::{ModeTimeline, ScenarioReport};
-use super::palette::{self, GRANT_OK, GRANT_STALE, REJECTED, VIOLATION};
+use super::palette::{self, GRANT_OK, GRANT_STALE, PAUSE, REJECTED, STALE_WRITE, VIOLATION};
 use super::svg::{Linear, PathData, Svg, time_label};
 
 const TOP: f64 = 6.0;
@@ -30,6 +30,7 @@ pub(crate) fn workers(s: &ScenarioReport) -> BTreeSet<usize> {
     for t in s.timeline.values() {
         w.extend(t.grants.iter().map(|g| g.worker));
         w.extend(t.rejected.iter().map(|r| r.worker));
+        w.extend(t.pauses.iter().map(|p| p.worker));
         for v in &t.violations {
             w.insert(v.first_worker);
             w.insert(v.second_worker);
@@ -197,12 +198,16 @@ fn draw_mode(svg: &mut Svg, mode: &str, t: &ModeTimeline, x: &Linear, workers: &
     svg.open("g", &[("class", "mode"), ("data-mode", mode)]);
     svg.text(LEFT - 8.0, top + 12.0, "end", "block-label", mode);
     let accepted = t.grants.iter().filter(|g| g.accepted).count();
+    let stale = t.grants.iter().filter(|g| g.stale).count();
     let summary = format!(
-        "{} grants ({} accepted) · {} refused writes · {} violations",
+        "{} grants ({} accepted) · {} refused writes · {} stale writes · {} pauses · {} violations · {} token regressions",
         t.grants.len(),
         accepted,
         t.rejected.len(),
-        t.violations.len()
+        stale,
+        t.pauses.len(),
+        t.violations.len(),
+        t.fence_regressions.len()
     );
     svg.text(LEFT + 4.0, top + 12.0, "start", "note", &summary);
     let lane_y = |w: usize| {
@@ -267,6 +272,48 @@ fn draw_mode(svg: &mut Svg, mode: &str, t: &ModeTimeline, x: &Linear, workers: &
             &[
                 ("class", "rejected"),
                 ("fill", REJECTED),
+                ("data-count", &count),
+            ],
+            Some(&title),
+        );
+        // Pauses: a thin bar under the lane, from stop to resume (to the axis end if the
+        // scenario ended first).
+        let mut d = PathData::default();
+        for p in t.pauses.iter().filter(|p| p.worker == w) {
+            let a = x.map(p.from_ms.as_ms());
+            let b = p.to_ms.map_or(WIDTH - RIGHT, |e| x.map(e.as_ms()));
+            d.rect(a, ly + LANE_BAR, (b - a).max(MIN_BAR_PX), 2.5);
+        }
+        let count = d.subpaths().to_string();
+        let title = format!("w{w} in {mode}: {count} pauses while holding a lease");
+        svg.path(
+            &d,
+            &[("class", "pauses"), ("fill", PAUSE), ("data-count", &count)],
+            Some(&title),
+        );
+        // Stale writes (diamonds where the write completed) and tokens that did not grow
+        // (bars at the grant), each drawn.
+        let mut d = PathData::default();
+        for g in t.grants.iter().filter(|g| g.worker == w && g.stale) {
+            let cx = x.map(g.done_ms.as_ms());
+            d.move_to(cx, ly - 1.0)
+                .rel(3.0, 3.0 + LANE_BAR / 2.0 - 2.0)
+                .rel(-3.0, 3.0 + LANE_BAR / 2.0 - 2.0)
+                .rel(-3.0, -(3.0 + LANE_BAR / 2.0 - 2.0))
+                .close();
+        }
+        for f in t.fence_regressions.iter().filter(|f| f.worker == w) {
+            d.rect(x.map(f.at_ms.as_ms()) - 1.0, ly - 2.0, 2.0, LANE_BAR + 4.0);
+        }
+        let count = d.subpaths().to_string();
+        let title = format!(
+            "w{w} in {mode}: stale writes (completed after the lease ended) and fencing tokens that did not grow"
+        );
+        svg.path(
+            &d,
+            &[
+                ("class", "stale-writes"),
+                ("fill", STALE_WRITE),
                 ("data-count", &count),
             ],
             Some(&title),

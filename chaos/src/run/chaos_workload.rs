@@ -7,11 +7,11 @@
 //! setting) end it. Each grant runs one section ([`run_section`], shared with the fencing
 //! table) and is recorded with its holding window `[granted_at, min(release, valid_until)]`.
 //!
-//! Before writing, a worker checks that its lease is still valid and abandons the section
-//! otherwise (the lock crate's advice, "check `is_valid` between steps"): it narrows the
-//! unfenced window to the write itself, so a scheduler hiccup on a busy 2-core machine does
-//! not turn into a lost update the lock is not to blame for. A real pause (SIGSTOP, see
-//! [`super::worker_proc`]) can still land between check and write; fencing must cover that.
+//! Before writing, a worker of every mode but the naive `none` checks that its lease is
+//! still valid and abandons the section otherwise (the lock crate's advice, "check
+//! `is_valid` between steps"): it narrows the unfenced window to the write itself. `none`
+//! writes whatever happened, as most users' code does. A real pause (SIGSTOP, see
+//! [`super::pause`]) can still land between check and write; fencing must cover that.
 //!
 //! The same loop runs as a task of the runner or as a `chaos worker` process; events carry
 //! times as microseconds since the scenario start on the shared monotonic clock
@@ -20,7 +20,6 @@
 use std::time::Duration;
 
 use fenced_redlock::pg::CounterTable;
-use fenced_redlock::{ConfigError, Lease, LockError, NodeFailureReason, Redlock};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
@@ -29,6 +28,8 @@ use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
 
 use super::clock::ScenarioClock;
+use super::pause::PausePlan;
+use crate::lockut::{Lease, LockUnderTest};
 use crate::workload::Mode;
 use crate::workload::section::{SectionOutcome, SectionSpec, run_section};
 
@@ -50,12 +51,17 @@ pub struct WorkerSpec {
     pub ttl: Duration,
     /// Work inside a section.
     pub work: Duration,
+    /// Instead of `work`, work until shortly before the end of the validity the lock
+    /// reported (see [`work_to_validity`]): a lock that overstates validity is caught.
+    pub work_to_validity: bool,
     /// Budget of one waiting acquire.
     pub acquire_wait: Duration,
     /// Seed of this worker (its start offset).
     pub seed: u64,
     /// Stop starting sections at this offset from the scenario start.
     pub until: Duration,
+    /// Pauses while holding a lease (worker processes only: the worker stops itself).
+    pub pause: Option<PausePlan>,
 }
 
 /// How a grant's section ended (see [`SectionOutcome`]).
@@ -117,6 +123,24 @@ pub enum WorkerEvent {
         /// How the section ended.
         outcome: GrantOutcome,
     },
+    /// The worker, holding a lease, is about to stop itself (`SIGSTOP`); the runner resumes
+    /// it `resume_after_us` later.
+    Pausing {
+        /// Worker index.
+        worker: usize,
+        /// When it decided to pause.
+        at_us: u64,
+        /// The drawn pause length.
+        resume_after_us: u64,
+    },
+    /// The runner resumed (`SIGCONT`) a worker that had paused itself; written by the
+    /// runner, never by a worker.
+    Resumed {
+        /// Worker index.
+        worker: usize,
+        /// When it was resumed.
+        at_us: u64,
+    },
     /// The worker reached its end cleanly.
     Done {
         /// Worker index.
@@ -131,44 +155,17 @@ pub enum WorkerEvent {
     },
 }
 
-/// The lock client a mode's workers use: fencing on, `resource:` as key prefix.
-///
-/// # Errors
-/// [`ConfigError`] for bad URLs or TTL.
-pub fn lock_client(
-    nodes: &[String],
-    ttl: Duration,
-    resource: &str,
-) -> Result<Redlock, ConfigError> {
-    Redlock::builder(nodes)
-        .ttl(ttl)
-        .key_prefix(format!("{resource}:"))
-        .fencing(true)
-        .build()
+/// Work that ends in the last [`TO_VALIDITY_MARGIN`] of the TTL before `valid_until`,
+/// uniformly: the write comes when a correct lock's keys are still there, and after a lock
+/// that overstated its validity has lost them.
+pub fn work_to_validity(valid_until: Instant, ttl: Duration, rng: &mut StdRng) -> Duration {
+    let left = valid_until.saturating_duration_since(Instant::now());
+    let margin = ttl.mul_f64(TO_VALIDITY_MARGIN.clamp(0.0, 1.0) * rng.random::<f64>());
+    left.saturating_sub(margin)
 }
 
-/// Whether an acquire failure is the nodes' doing (failed, slow, unreachable) rather than
-/// contention alone.
-pub fn is_node_fault(e: &LockError) -> bool {
-    match e {
-        LockError::QuorumNotReached { failures, .. } => failures
-            .iter()
-            .any(|f| matches!(f.reason, NodeFailureReason::Error(_))),
-        LockError::NoValidityLeft { .. } => true,
-        LockError::WaitTimeout { last, .. } => is_node_fault(last),
-        _ => false,
-    }
-}
-
-/// Quorum rounds behind an acquire failure; `None` when the failure is not a countable
-/// acquire failure (a setting or the fencing counter: harness failures).
-fn failed_rounds(e: &LockError) -> Option<u32> {
-    match e {
-        LockError::WaitTimeout { attempts, .. } => Some(*attempts),
-        LockError::QuorumNotReached { .. } | LockError::NoValidityLeft { .. } => Some(1),
-        _ => None,
-    }
-}
+/// See [`work_to_validity`].
+pub const TO_VALIDITY_MARGIN: f64 = 0.1;
 
 fn us(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
@@ -176,13 +173,18 @@ fn us(d: Duration) -> u64 {
 
 /// Runs one worker until `spec.until` (or `stop`), calling `emit` for every event; the
 /// last event is [`WorkerEvent::Done`] or [`WorkerEvent::Failed`]. A section in progress
-/// when `stop` fires is finished, so the counts stay exact.
+/// when `stop` fires is finished, so the counts stay exact. `pause_self` stops the calling
+/// process when `spec.pause` draws a pause, right after it emitted
+/// [`WorkerEvent::Pausing`] (only worker processes have a pause plan).
+///
+/// Nothing happens before the scenario's zero: every grant lands on the scenario clock.
 pub async fn run_worker(
     spec: &WorkerSpec,
-    lock: &Redlock,
+    lock: &LockUnderTest,
     client: &Client,
     clock: ScenarioClock,
     stop: &CancellationToken,
+    pause_self: &(dyn Fn() + Sync),
     mut emit: impl FnMut(WorkerEvent),
 ) {
     let worker = spec.worker;
@@ -191,8 +193,9 @@ pub async fn run_worker(
     // A small seeded head start, so workers of a mode do not hit the nodes in lockstep.
     let mut rng = StdRng::seed_from_u64(spec.seed);
     let head = Duration::from_micros(rng.random_range(0..=20_000));
+    let mut pauses = spec.pause.map(|p| p.start(&mut rng));
     tokio::select! {
-        () = tokio::time::sleep(head) => {}
+        () = tokio::time::sleep_until(clock.instant_at(Duration::ZERO) + head) => {}
         () = stop.cancelled() => {}
     }
     // Bounded by the deadline: every pass either acquires (bounded wait) or stops.
@@ -208,73 +211,127 @@ pub async fn run_worker(
             () = stop.cancelled() => break,
         };
         match result {
-            Ok(lease) => {
+            Ok(Ok(lease)) => {
+                let g = lease.granted();
                 emit(WorkerEvent::Acquire {
                     worker,
                     at_us: clock.us(Instant::now()),
-                    latency_us: us(lease.elapsed()),
+                    latency_us: us(g.elapsed()),
                     ok: true,
-                    rounds: lease.attempts(),
+                    rounds: g.attempts,
                     node_fault: false,
                 });
-                if let Err(message) = hold(&section, lease, client, clock, worker, &mut emit).await
-                {
+                let work = if spec.work_to_validity {
+                    work_to_validity(g.valid_until, spec.ttl, &mut rng)
+                } else {
+                    spec.work
+                };
+                let held = Held {
+                    section: &section,
+                    work,
+                    client,
+                    clock,
+                    worker,
+                    pause: pauses.as_mut().and_then(|p| p.next_section(&mut rng)),
+                    pause_self,
+                };
+                if let Err(message) = held.run(lock, lease, &mut emit).await {
                     emit(WorkerEvent::Failed { worker, message });
                     return;
                 }
             }
-            Err(e) => match failed_rounds(&e) {
-                Some(rounds) => emit(WorkerEvent::Acquire {
+            Ok(Err(failure)) => emit(WorkerEvent::Acquire {
+                worker,
+                at_us: clock.us(Instant::now()),
+                latency_us: us(started.elapsed()),
+                ok: false,
+                rounds: failure.rounds,
+                node_fault: failure.node_fault,
+            }),
+            Err(fatal) => {
+                emit(WorkerEvent::Failed {
                     worker,
-                    at_us: clock.us(Instant::now()),
-                    latency_us: us(started.elapsed()),
-                    ok: false,
-                    rounds,
-                    node_fault: is_node_fault(&e),
-                }),
-                None => {
-                    emit(WorkerEvent::Failed {
-                        worker,
-                        message: format!("acquire: {e}"),
-                    });
-                    return;
-                }
-            },
+                    message: fatal.to_string(),
+                });
+                return;
+            }
         }
     }
     emit(WorkerEvent::Done { worker });
 }
 
-/// Runs the section under `lease`, records the grant, releases.
-async fn hold(
-    section: &SectionSpec,
-    lease: Lease,
-    client: &Client,
+/// One grant's section: what it runs on, and whether it pauses.
+struct Held<'a> {
+    section: &'a SectionSpec,
+    /// This section's work.
+    work: Duration,
+    client: &'a Client,
     clock: ScenarioClock,
     worker: usize,
-    emit: &mut impl FnMut(WorkerEvent),
-) -> Result<(), String> {
-    let valid_until = lease.valid_until();
-    let still_valid = async move { Instant::now() < valid_until };
-    let outcome = run_section(section, client, lease.fence(), still_valid).await;
-    let done = Instant::now();
-    let event_outcome = match &outcome {
-        Ok(o) => GrantOutcome::from(*o),
-        // The write may or may not have landed: the run is a harness failure anyway.
-        Err(_) => GrantOutcome::Abandoned,
-    };
-    emit(WorkerEvent::Grant {
-        worker,
-        fence: lease.fence().map(|f| f.get()),
-        start_us: clock.us(lease.granted_at()),
-        end_us: clock.us(done.min(valid_until)),
-        valid_until_us: clock.us(valid_until),
-        done_us: clock.us(done),
-        outcome: event_outcome,
-    });
-    // Not needed: keys we could not delete expire with the TTL.
-    let _ = lease.release().await;
-    outcome
-        .map(drop)
-        .map_err(|e| format!("section on row {}: {e}", section.row))
+    /// Drawn before the section: pause this long right before the write.
+    pause: Option<Duration>,
+    pause_self: &'a (dyn Fn() + Sync),
+}
+
+impl Held<'_> {
+    /// Runs the section under `lease`, records the grant, releases.
+    async fn run(
+        self,
+        lock: &LockUnderTest,
+        lease: Lease,
+        emit: &mut impl FnMut(WorkerEvent),
+    ) -> Result<(), String> {
+        let Held {
+            section,
+            work,
+            client,
+            clock,
+            worker,
+            pause,
+            pause_self,
+        } = self;
+        let granted = lease.granted();
+        let valid_until = granted.valid_until;
+        let before_write = async {
+            if section.mode != Mode::None && Instant::now() >= valid_until {
+                return false;
+            }
+            // Right after the check: the one moment a pause turns into a stale write.
+            if let Some(length) = pause {
+                emit(WorkerEvent::Pausing {
+                    worker,
+                    at_us: clock.us(Instant::now()),
+                    resume_after_us: us(length),
+                });
+                pause_self();
+            }
+            true
+        };
+        let fence = granted.fence.map(fenced_redlock::FenceToken::new);
+        let outcome = if work == section.work {
+            run_section(section, client, fence, before_write).await
+        } else {
+            run_section(&section.with_work(work), client, fence, before_write).await
+        };
+        let done = Instant::now();
+        let event_outcome = match &outcome {
+            Ok(o) => GrantOutcome::from(*o),
+            // The write may or may not have landed: the run is a harness failure anyway.
+            Err(_) => GrantOutcome::Abandoned,
+        };
+        emit(WorkerEvent::Grant {
+            worker,
+            fence: granted.fence,
+            start_us: clock.us(granted.granted_at),
+            end_us: clock.us(done.min(valid_until)),
+            valid_until_us: clock.us(valid_until),
+            done_us: clock.us(done),
+            outcome: event_outcome,
+        });
+        // Not needed: keys we could not delete expire with the TTL.
+        lock.release(lease).await;
+        outcome
+            .map(drop)
+            .map_err(|e| format!("section on row {}: {e}", section.row))
+    }
 }

@@ -5,10 +5,14 @@
 //!   layer) and ONE PostgreSQL for the whole run, each scenario played on them in turn,
 //!   torn down on every exit path (return, error, cancellation; drop guards on panic).
 //! - [`suite`]: the default suite, `--scenario` selection, per-scenario seeds.
-//! - [`play`]: one scenario — reset the cluster, start 3 modes × W workers, play the
+//! - [`play`]: one scenario — reset the cluster, start 4 modes × W workers, play the
 //!   schedule with the nemesis, sample the counters, build the [`ScenarioReport`].
 //! - [`chaos_workload`]: the time-bounded fenced counter worker and its [`WorkerEvent`]s.
 //! - [`worker_proc`]: workers as `chaos worker` processes; client stalls as SIGSTOP.
+//! - [`pause`]: client pauses inside critical sections (a worker stops itself; the runner
+//!   resumes it).
+//! - [`split`]: `amnesia-split` — a victim worker with a bare-majority view, and the node
+//!   restarted empty on its grants.
 //! - [`clock`]: the run's one clock (`CLOCK_MONOTONIC`) across processes.
 //! - [`record`]: events → [`ModeReport`] and timeline.
 //! - [`verdict`]: expectation × mode reports → [`Verdict`].
@@ -20,8 +24,10 @@
 
 pub mod chaos_workload;
 pub mod clock;
+pub mod pause;
 pub mod play;
 pub mod record;
+pub mod split;
 pub mod suite;
 pub mod table;
 pub mod verdict;
@@ -37,15 +43,17 @@ use tokio_util::sync::CancellationToken;
 use crate::cluster::{
     AnyCluster, BackendKind, Cluster, ClusterSpec, DEFAULT_NODES, Flavour, NodeId, ProxyPlan,
 };
+use crate::lockut::LockKind;
 use crate::pg::Pg;
 use crate::report::observer::RunObserver;
 use crate::report::{ChaosReport, Outcome, ScenarioReport, Verdict};
 use crate::scenario::Scenario;
 
 /// Version of `report.json` this runner writes.
-pub const SCHEMA: u32 = 1;
-/// Default workers per mode (3 modes × 4 = 12 on a 2-core machine).
-pub const DEFAULT_WORKERS: usize = 4;
+pub const SCHEMA: u32 = 2;
+/// Default workers per mode (4 modes × 3 = 12 on a 2-core machine, as many as before the
+/// `checked` mode was added).
+pub const DEFAULT_WORKERS: usize = 3;
 /// Default lease TTL.
 pub const DEFAULT_TTL: Duration = Duration::from_millis(200);
 /// Work inside each critical section.
@@ -82,6 +90,8 @@ pub struct RunConfig {
     pub chaos_bin: Option<PathBuf>,
     /// The command line, recorded in the report.
     pub command: String,
+    /// The lock under test.
+    pub lock: LockKind,
 }
 
 impl RunConfig {
@@ -101,6 +111,7 @@ impl RunConfig {
             run_id: None,
             chaos_bin: None,
             command: String::new(),
+            lock: LockKind::Ours,
         }
     }
 }

@@ -2,9 +2,10 @@
 //!
 //! 1. Reset: proxies reset (enabled, no toxics), FLUSHALL on every node through its admin
 //!    URL, every node answering through its proxy; the mode rows set to 0.
-//! 2. Start 3 modes × W workers, each mode with its own resource, row and lock client. In
-//!    process when the schedule has no client-side faults; as `chaos worker` processes
-//!    when it has (client stalls are SIGSTOP of those processes).
+//! 2. Start 4 modes × W workers, each mode with its own resource, row and lock client. In
+//!    process when the scenario has no client-side faults; as `chaos worker` processes
+//!    when it has (client stalls are SIGSTOP of those processes; client pauses are the
+//!    workers stopping themselves, resumed by [`worker_proc::spawn`]).
 //! 3. At t = 0 (a short start-up margin after the workers were started, so all of them and
 //!    the nemesis share one zero), play the schedule with [`Nemesis::run_until`], which
 //!    heals on every exit path; sample every mode's counter every 250 ms and tell the
@@ -22,19 +23,21 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::Env;
-use super::chaos_workload::{
-    DEFAULT_ACQUIRE_WAIT, WorkerEvent, WorkerSpec, lock_client, run_worker,
-};
+use super::chaos_workload::{DEFAULT_ACQUIRE_WAIT, WorkerEvent, WorkerSpec, run_worker};
 use super::clock::{ScenarioClock, monotonic_ns};
+use super::pause::PausePlan;
 use super::record::ModeRecord;
+use super::split;
 use super::suite;
 use super::verdict::verdict;
 use super::worker_proc::{self, ProcessControl};
 use crate::cluster::{Cluster, NodeId};
+use crate::lockut::LockUnderTest;
 use crate::nemesis::{Fault, FaultRecord, Nemesis, NemesisReport, PartitionVia, Targets};
+use crate::report::model::IDLE_FAULT_MIN_MS;
 use crate::report::observer::{Progress, RunObserver};
 use crate::report::{FaultWindow, ModeReport, ModeTimeline, ScenarioReport};
-use crate::scenario::Scenario;
+use crate::scenario::{Scenario, Work};
 use crate::workload::Mode;
 
 /// Counter sampling period.
@@ -69,7 +72,8 @@ pub(crate) async fn play(
     let w = cfg.workers;
     let duration = cfg.duration;
     let schedule = scenario.schedule(duration, env.cluster.nodes(), w, seed);
-    let processes = schedule.faults.iter().any(|f| f.fault.targets_workers());
+    let processes =
+        schedule.faults.iter().any(|f| f.fault.targets_workers()) || scenario.pause_rate > 0.0;
     let mut harness: Vec<String> = Vec::new();
     let mut progress = Progress {
         scenario: scenario.name.into(),
@@ -85,7 +89,10 @@ pub(crate) async fn play(
         .iter()
         .position(|s| s.name == scenario.name)
         .unwrap_or(0) as i32;
-    let rows: Vec<i32> = (0..3).map(|m| env.row_base + pos * 3 + m + 1).collect();
+    let modes = Mode::ALL.len() as i32;
+    let rows: Vec<i32> = (0..modes)
+        .map(|m| env.row_base + pos * modes + m + 1)
+        .collect();
     let report = |harness: Vec<String>,
                   faults: Vec<FaultWindow>,
                   modes: BTreeMap<String, ModeReport>,
@@ -108,13 +115,28 @@ pub(crate) async fn play(
         return report(harness, Vec::new(), BTreeMap::new(), BTreeMap::new());
     }
 
-    let records: Arc<Mutex<Vec<ModeRecord>>> =
-        Arc::new(Mutex::new((0..3).map(|_| ModeRecord::default()).collect()));
+    let records: Arc<Mutex<Vec<ModeRecord>>> = Arc::new(Mutex::new(
+        Mode::ALL.iter().map(|_| ModeRecord::default()).collect(),
+    ));
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(usize, WorkerEvent)>();
+    let (victim_tx, victim_rx) = tokio::sync::mpsc::unbounded_channel::<()>();
     let consumer = {
         let records = records.clone();
+        let split = scenario.amnesia_split;
         tokio::spawn(async move {
             while let Some((m, ev)) = rx.recv().await {
+                if split
+                    && matches!(
+                        ev,
+                        WorkerEvent::Acquire {
+                            worker: 0,
+                            ok: true,
+                            ..
+                        }
+                    )
+                {
+                    let _ = victim_tx.send(());
+                }
                 if let Some(r) = lock(&records).get_mut(m) {
                     r.push(ev);
                 }
@@ -151,6 +173,15 @@ pub(crate) async fn play(
     }
     drop(tx);
 
+    let wiper = scenario.amnesia_split.then(|| {
+        tokio::spawn(split::wipe_on_victim_grants(
+            env.cluster.clone(),
+            victim_rx,
+            clock,
+            duration,
+            worker_stop.clone(),
+        ))
+    });
     tokio::time::sleep_until(clock.instant_at(Duration::ZERO)).await;
     let mut nemesis = Nemesis::new(env.cluster.clone());
     if processes {
@@ -220,6 +251,18 @@ pub(crate) async fn play(
         Some(r) => r,
         None => nemesis_run.await,
     };
+    let mut wiped = Vec::new();
+    if let Some(w) = wiper {
+        // Ends at `until` or at the cancel above; a restart in progress is bounded by the
+        // cluster's own start timeout.
+        match w.await {
+            Ok((faults, errors)) => {
+                wiped = faults;
+                harness.extend(errors);
+            }
+            Err(e) => harness.push(format!("the amnesia trigger failed: {e}")),
+        }
+    }
     let unhealed = nemesis.heal_all().await;
     harness.extend(unhealed.iter().map(|u| format!("left unhealed: {u}")));
     let _ = tokio::time::timeout(Duration::from_secs(5), consumer).await;
@@ -230,17 +273,18 @@ pub(crate) async fn play(
             duration.as_secs_f64()
         ));
     }
-    let faults = match nemesis_report {
+    let mut faults = wiped;
+    faults.extend(match nemesis_report {
         Ok(r) => fault_windows(&r, nemesis_t0, processes, &mut harness),
         Err(e) => {
             harness.push(format!("schedule does not fit the cluster: {e}"));
             Vec::new()
         }
-    };
+    });
 
     let records = std::mem::take(&mut *lock(&records));
-    let mut modes = BTreeMap::new();
-    let mut timeline = BTreeMap::new();
+    let mut modes: BTreeMap<String, ModeReport> = BTreeMap::new();
+    let mut timeline: BTreeMap<String, ModeTimeline> = BTreeMap::new();
     for ((mode, row), record) in Mode::ALL.iter().zip(&rows).zip(records) {
         for f in record.failures() {
             harness.push(format!("{}: {f}", mode.name()));
@@ -264,10 +308,59 @@ pub(crate) async fn play(
             }
         };
         let (m, t) = record.finish(final_value);
+        // Client pauses are faults too: on the scenario's fault list, beside the scheduled ones.
+        faults.extend(t.pauses.iter().map(|p| FaultWindow {
+            kind: "client-pause".into(),
+            detail: format!(
+                "{} w{}: stopped itself holding a lease, resumed by the runner",
+                mode.name(),
+                p.worker
+            ),
+            targets: vec![format!("w{}", p.worker)],
+            start_ms: p.from_ms.0 / 1000,
+            end_ms: p.to_ms.map(|e| e.0 / 1000),
+        }));
         modes.insert(mode.name().to_owned(), m);
         timeline.insert(mode.name().to_owned(), t);
     }
+    for (name, m) in modes.iter_mut() {
+        if let Some(t) = timeline.get(name) {
+            m.idle_fault_windows = idle_fault_windows(&faults, t);
+        }
+    }
     report(harness, faults, modes, timeline)
+}
+
+/// Node faults lasting at least [`IDLE_FAULT_MIN_MS`] during which `t` shows no grant
+/// whose section was accepted (a section granted before the fault and finished during it
+/// does not show that the lock worked while it lasted).
+fn idle_fault_windows(faults: &[FaultWindow], t: &ModeTimeline) -> u64 {
+    let mut done: Vec<u64> = t
+        .grants
+        .iter()
+        .filter(|g| g.accepted)
+        .map(|g| g.start_ms.0 / 1000)
+        .collect();
+    done.sort_unstable();
+    faults
+        .iter()
+        .filter(|f| f.targets.iter().all(|t| t.starts_with('n')))
+        .filter_map(|f| Some((f.start_ms, f.end_ms?)))
+        .filter(|(a, b)| b.saturating_sub(*a) >= IDLE_FAULT_MIN_MS)
+        .filter(|(a, b)| {
+            let i = done.partition_point(|d| d < a);
+            done.get(i).is_none_or(|d| d >= b)
+        })
+        .count() as u64
+}
+
+/// The scenario's lease TTL: `amnesia-split` needs one longer than a node's restart.
+fn scenario_ttl(scenario: &Scenario, run_ttl: Duration) -> Duration {
+    if scenario.amnesia_split {
+        split::SPLIT_TTL.max(run_ttl)
+    } else {
+        run_ttl
+    }
 }
 
 /// Starts every worker (tasks or processes) into `tasks`.
@@ -285,29 +378,46 @@ async fn start_workers(
     tasks: &mut JoinSet<()>,
 ) -> Result<(), String> {
     let cfg = &env.cfg;
+    let ttl = scenario_ttl(scenario, cfg.ttl);
+    let victim_urls = split::victim_view(&env.worker_urls);
     for (m, mode) in Mode::ALL.iter().enumerate() {
         let resource = format!("chaos:{}:{}:{}", env.run_id, scenario.name, mode.name());
-        let lock = if processes {
-            None
+        let build = |urls: &[String]| {
+            LockUnderTest::build(cfg.lock, urls, ttl, &resource)
+                .map_err(|e| format!("lock settings: {e}"))
+        };
+        let (lock, victim_lock) = if processes {
+            (None, None)
         } else {
-            Some(
-                lock_client(&env.worker_urls, cfg.ttl, &resource)
-                    .map_err(|e| format!("lock settings: {e}"))?,
-            )
+            (Some(build(&env.worker_urls)?), Some(build(&victim_urls)?))
         };
         for i in 0..cfg.workers {
+            // amnesia-split: worker 0 sees a bare majority and holds to the end of its lease.
+            let victim = scenario.amnesia_split && i == 0;
+            let (lock, urls) = if victim {
+                (&victim_lock, &victim_urls)
+            } else {
+                (&lock, &env.worker_urls)
+            };
             let spec = WorkerSpec {
                 worker: i,
                 mode: *mode,
                 row: rows[m],
                 resource: resource.clone(),
-                ttl: cfg.ttl,
-                work: cfg.work,
+                ttl,
+                work: match scenario.work {
+                    Work::Fixed(d) => d,
+                    Work::Run | Work::ToValidity => cfg.work,
+                },
+                work_to_validity: scenario.work == Work::ToValidity || victim,
                 acquire_wait: DEFAULT_ACQUIRE_WAIT,
                 seed: suite::mix(seed, (m * 1000 + i) as u64),
                 until: cfg.duration,
+                // Only processes can stop themselves; `processes` is set when this is > 0.
+                pause: (processes && scenario.pause_rate > 0.0)
+                    .then(|| PausePlan::for_ttl(scenario.pause_rate, ttl)),
             };
-            match &lock {
+            match lock {
                 None => {
                     let bin = env.chaos_bin.as_deref().ok_or_else(|| {
                         "client stalls need worker processes, but the chaos binary was not found; \
@@ -316,7 +426,8 @@ async fn start_workers(
                     })?;
                     let fut = worker_proc::spawn(
                         bin,
-                        &env.worker_urls,
+                        cfg.lock,
+                        urls,
                         &env.pg_dsn,
                         &spec,
                         m,
@@ -334,7 +445,8 @@ async fn start_workers(
                     let (lock, tx, stop) = (lock.clone(), tx.clone(), stop.clone());
                     tasks.spawn(async move {
                         tokio::time::sleep_until(clock.instant_at(Duration::ZERO)).await;
-                        run_worker(&spec, &lock, &client, clock, &stop, |ev| {
+                        // No pause plan in process: nothing ever asks to stop.
+                        run_worker(&spec, &lock, &client, clock, &stop, &|| {}, |ev| {
                             let _ = tx.send((m, ev));
                         })
                         .await;
@@ -454,5 +566,52 @@ fn detail(rec: &FaultRecord, processes: bool) -> String {
         Fault::ClockJump { offset_s } => format!("offset {offset_s:+}s"),
         Fault::ClientStall if processes => "SIGSTOP of this worker's process in every mode".into(),
         Fault::ClientStall => "worker stalled".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{GrantSpan, Ms};
+
+    fn fault(target: &str, start_ms: u64, end_ms: u64) -> FaultWindow {
+        FaultWindow {
+            kind: "freeze".into(),
+            detail: String::new(),
+            targets: vec![target.into()],
+            start_ms,
+            end_ms: Some(end_ms),
+        }
+    }
+
+    fn grant(start_ms: u64, accepted: bool) -> GrantSpan {
+        GrantSpan {
+            worker: 0,
+            fence: None,
+            start_ms: Ms(start_ms * 1000),
+            end_ms: Ms(start_ms * 1000 + 5_000),
+            valid_until_ms: Ms(start_ms * 1000 + 200_000),
+            accepted,
+            done_ms: Ms(start_ms * 1000 + 5_000),
+            abandoned: false,
+            stale: false,
+        }
+    }
+
+    #[test]
+    fn a_long_node_fault_without_a_granted_section_is_idle() {
+        let t = ModeTimeline {
+            // Granted before the first fault and finished inside it; a refused one inside.
+            grants: vec![grant(999, true), grant(1_500, false), grant(5_500, true)],
+            ..ModeTimeline::default()
+        };
+        let faults = [
+            fault("n1", 1_000, 4_000),
+            fault("n2", 5_000, 8_000),
+            // Too short to judge, and a worker's pause: neither counts.
+            fault("n3", 9_000, 9_500),
+            fault("w0", 10_000, 13_000),
+        ];
+        assert_eq!(idle_fault_windows(&faults, &t), 1);
     }
 }

@@ -1,13 +1,17 @@
 //! Turns one mode's [`WorkerEvent`]s into its [`ModeReport`] (the numbers verdicts use) and
 //! [`ModeTimeline`] (what renderers draw).
+//!
+//! Besides lost updates and overlapping holding windows it counts what explains them: stale
+//! writes (accepted, but completed after the lease's `valid_until`: the holder had lost the
+//! lock), abandoned grants, client pauses, and grants whose fencing token did not grow.
 
 use std::time::Duration;
 
 use super::chaos_workload::{GrantOutcome, WorkerEvent};
 use crate::checker::{self, Window};
 use crate::report::{
-    CounterSample, GrantSpan, LatencySample, ModeReport, ModeTimeline, Ms, RejectedWrite,
-    ViolationMark,
+    CounterSample, FenceMark, GrantSpan, LatencySample, ModeReport, ModeTimeline, Ms, PauseSpan,
+    RejectedWrite, ViolationMark,
 };
 
 /// Violation marks kept per mode for drawing (the count is always exact).
@@ -23,6 +27,8 @@ pub struct ModeRecord {
     errors: u64,
     ok_latencies_us: Vec<u64>,
     stalls: u64,
+    abandoned: u64,
+    stale_writes: u64,
     done: usize,
     failures: Vec<String>,
 }
@@ -95,6 +101,7 @@ impl ModeRecord {
                 done_us,
                 outcome,
             } => {
+                let stale = outcome == GrantOutcome::Accepted && done_us > valid_until_us;
                 match outcome {
                     GrantOutcome::Accepted => self.sections += 1,
                     GrantOutcome::Rejected => self.timeline.rejected.push(RejectedWrite {
@@ -102,8 +109,9 @@ impl ModeRecord {
                         fence,
                         at_ms: Ms(done_us),
                     }),
-                    GrantOutcome::Abandoned => {}
+                    GrantOutcome::Abandoned => self.abandoned += 1,
                 }
+                self.stale_writes += u64::from(stale);
                 self.timeline.grants.push(GrantSpan {
                     worker,
                     fence,
@@ -111,7 +119,28 @@ impl ModeRecord {
                     end_ms: Ms(end_us),
                     valid_until_ms: Ms(valid_until_us),
                     accepted: outcome == GrantOutcome::Accepted,
+                    done_ms: Ms(done_us),
+                    abandoned: outcome == GrantOutcome::Abandoned,
+                    stale,
                 });
+            }
+            WorkerEvent::Pausing { worker, at_us, .. } => {
+                self.timeline.pauses.push(PauseSpan {
+                    worker,
+                    from_ms: Ms(at_us),
+                    to_ms: None,
+                });
+            }
+            WorkerEvent::Resumed { worker, at_us } => {
+                if let Some(p) = self
+                    .timeline
+                    .pauses
+                    .iter_mut()
+                    .rev()
+                    .find(|p| p.worker == worker && p.to_ms.is_none())
+                {
+                    p.to_ms = Some(Ms(at_us));
+                }
             }
             WorkerEvent::Done { .. } => self.done += 1,
             WorkerEvent::Failed { worker, message } => {
@@ -143,6 +172,29 @@ impl ModeRecord {
                 to_ms: Ms::from_duration(w.end),
             })
             .collect();
+        let tokens: Vec<(Ms, u64)> = self
+            .timeline
+            .grants
+            .iter()
+            .filter_map(|g| g.fence.map(|f| (g.start_ms, f)))
+            .collect();
+        let token_grants: Vec<&GrantSpan> = self
+            .timeline
+            .grants
+            .iter()
+            .filter(|g| g.fence.is_some())
+            .collect();
+        let regressions = checker::fence_regressions(&tokens);
+        self.timeline.fence_regressions = regressions
+            .iter()
+            .take(MAX_MARKS)
+            .map(|&(i, earlier_max)| FenceMark {
+                worker: token_grants[i].worker,
+                fence: tokens[i].1,
+                earlier_max,
+                at_ms: tokens[i].0,
+            })
+            .collect();
         self.ok_latencies_us.sort_unstable();
         let report = ModeReport {
             sections: self.sections,
@@ -156,6 +208,12 @@ impl ModeRecord {
             acquire_p99_us: percentile(&self.ok_latencies_us, 0.99),
             stalls: self.stalls,
             final_value,
+            abandoned: self.abandoned,
+            stale_writes: self.stale_writes,
+            fence_regressions: regressions.len() as u64,
+            pauses: self.timeline.pauses.len() as u64,
+            // Needs the fault windows: filled in by the runner.
+            idle_fault_windows: 0,
         };
         (report, self.timeline)
     }
@@ -212,7 +270,8 @@ mod tests {
         r.push(grant(2, 30, 40, GrantOutcome::Accepted));
         r.push(grant(3, 50, 60, GrantOutcome::Abandoned));
         let (m, t) = r.finish(1);
-        assert_eq!((m.sections, m.lost, m.rejected), (2, 1, 1));
+        assert_eq!((m.sections, m.lost, m.rejected, m.abandoned), (2, 1, 1, 1));
+        assert_eq!((m.stale_writes, m.fence_regressions), (0, 0));
         assert_eq!(m.exclusion_violations, 1);
         assert_eq!(t.violations.len(), 1);
         assert_eq!(
@@ -221,5 +280,51 @@ mod tests {
         );
         assert_eq!((m.acquire_p50_us, m.acquire_p99_us), (200, 400));
         assert_eq!(t.grants.len(), 4);
+    }
+
+    #[test]
+    fn stale_writes_pauses_and_fence_duplicates() {
+        let mut r = ModeRecord::default();
+        // Paused past its validity (100..300), then wrote at 900: stale.
+        r.push(WorkerEvent::Pausing {
+            worker: 0,
+            at_us: 150,
+            resume_after_us: 700,
+        });
+        r.push(WorkerEvent::Resumed {
+            worker: 0,
+            at_us: 850,
+        });
+        r.push(WorkerEvent::Grant {
+            worker: 0,
+            fence: Some(4),
+            start_us: 100,
+            end_us: 300,
+            valid_until_us: 300,
+            done_us: 900,
+            outcome: GrantOutcome::Accepted,
+        });
+        // A later grant with the same token (amnesia): a duplicate.
+        r.push(WorkerEvent::Grant {
+            worker: 1,
+            fence: Some(4),
+            start_us: 400,
+            end_us: 450,
+            valid_until_us: 600,
+            done_us: 450,
+            outcome: GrantOutcome::Accepted,
+        });
+        let (m, t) = r.finish(1);
+        assert_eq!((m.stale_writes, m.pauses, m.fence_regressions), (1, 1, 1));
+        assert_eq!(t.pauses[0].to_ms, Some(Ms(850)));
+        assert_eq!(
+            (
+                t.fence_regressions[0].worker,
+                t.fence_regressions[0].earlier_max
+            ),
+            (1, 4)
+        );
+        assert!(t.grants[0].stale && !t.grants[1].stale);
+        assert!((m.lost_share() - 0.5).abs() < 1e-9);
     }
 }

@@ -9,6 +9,19 @@ fn ms(us: u64) -> String {
     format!("{:.1}", us as f64 / 1000.0)
 }
 
+/// Mode names in the order the workload runs them (`none`, `checked`, `write_only`,
+/// `claim_first`), unknown names after them alphabetically.
+fn ordered<'a>(names: impl Iterator<Item = &'a String>) -> Vec<&'a String> {
+    let mut v: Vec<&String> = names.collect();
+    v.sort_by_key(|n| {
+        let pos = crate::workload::Mode::ALL
+            .iter()
+            .position(|m| m.name() == n.as_str());
+        (pos.unwrap_or(usize::MAX), (*n).clone())
+    });
+    v
+}
+
 /// Renders `report` as a table.
 pub fn render(report: &ChaosReport) -> String {
     let mut out = String::new();
@@ -19,13 +32,18 @@ pub fn render(report: &ChaosReport) -> String {
     );
     let _ = writeln!(
         out,
-        "{:<19} {:<11} {:>8} {:>5} {:>8} {:>5} {:>8} {:>7} {:>6} {:>7} {:>7}  verdict",
+        "{:<19} {:<11} {:>8} {:>5} {:>6} {:>5} {:>8} {:>5} {:>5} {:>6} {:>6} {:>8} {:>7} {:>6} {:>7} {:>7}  verdict",
         "scenario",
         "mode",
         "sections",
         "lost",
+        "lost %",
+        "stale",
         "rejected",
+        "aband",
         "viol",
+        "tokens",
+        "pauses",
         "acquires",
         "failed",
         "errors",
@@ -39,18 +57,24 @@ pub fn render(report: &ChaosReport) -> String {
             Outcome::Unknown => "UNKNOWN",
         };
         if s.modes.is_empty() {
-            let _ = writeln!(out, "{:<19} {:<11} {:>86}  {verdict}", s.name, "-", "");
+            let _ = writeln!(out, "{:<19} {:<11} {:>120}  {verdict}", s.name, "-", "");
         }
-        for (i, (mode, m)) in s.modes.iter().enumerate() {
+        for (i, mode) in ordered(s.modes.keys()).into_iter().enumerate() {
+            let m = &s.modes[mode];
             let _ = writeln!(
                 out,
-                "{:<19} {:<11} {:>8} {:>5} {:>8} {:>5} {:>8} {:>7} {:>6} {:>7} {:>7}  {}",
+                "{:<19} {:<11} {:>8} {:>5} {:>6.1} {:>5} {:>8} {:>5} {:>5} {:>6} {:>6} {:>8} {:>7} {:>6} {:>7} {:>7}  {}",
                 if i == 0 { s.name.as_str() } else { "" },
                 mode,
                 m.sections,
                 m.lost,
+                100.0 * m.lost_share(),
+                m.stale_writes,
                 m.rejected,
+                m.abandoned,
                 m.exclusion_violations,
+                m.fence_regressions,
+                m.pauses,
                 m.acquire_attempts,
                 m.acquire_failures,
                 m.acquire_errors,
@@ -67,7 +91,7 @@ pub fn render(report: &ChaosReport) -> String {
     }
     let _ = writeln!(
         out,
-        "overall: {:?} (exit {}); acquires = quorum rounds, failed = rounds without the lock, errors = acquires that failed on unreachable nodes; p50/p99 of winning rounds",
+        "overall: {:?} (exit {}); lost % = share of acknowledged increments lost; stale = accepted writes completed after the lease's validity; aband = grants abandoned (validity ran out before the write); viol = overlapping holding windows; tokens = grants whose fencing token did not grow; pauses = workers stopped while holding; acquires = quorum rounds, failed = rounds without the lock, errors = acquires that failed on unreachable nodes; p50/p99 of winning rounds",
         report.verdict,
         report.verdict.exit_code()
     );

@@ -2,11 +2,12 @@
 //!
 //! One reason per check, met or not, so a report says why it passed as well as why not.
 //!
-//! | expectation | checks (every mode unless named) | fails when |
+//! | expectation | checks | fails when |
 //! |---|---|---|
-//! | safe and available | 0 exclusion violations; lost = 0; sections > 0 | any check fails |
-//! | unavailable but safe | 0 exclusion violations; lost = 0; acquire errors > 0 (acquires failed cleanly while the majority was gone) | any check fails |
-//! | may violate, fencing holds | claim_first lost = 0; violations and none/write_only losses are reported | claim_first lost anything |
+//! | safe and available | every mode: 0 exclusion violations, 0 fence-token regressions, sections > 0, a completed section during every minority fault of 2 s or more; `checked`, `write_only`, `claim_first`: lost 0; `none`: a loss is reported, and must come with a stale write | any check fails |
+//! | unavailable but safe | as above, with acquire errors > 0 (acquires failed cleanly while the majority was gone) instead of sections > 0 | any check fails |
+//! | may violate, fencing holds | claim_first lost = 0; the rest is reported | claim_first lost anything |
+//! | must show X | every mode: sections > 0; `none` shows X (a lost update, or an exclusion violation); claim_first lost 0; the rest is reported | the rig did not observe X, or claim_first lost anything |
 //!
 //! The outcome is [`Outcome::Unknown`] instead, whatever the numbers, when the harness
 //! could not tell: a worker failed (PostgreSQL, a setting), a fault could not be applied or
@@ -16,28 +17,54 @@
 //! Why these hold for our lock with the run's timings (TTL 200 ms, node deadline 20 ms,
 //! AOF with fsync always): minority faults (kill/restart with AOF, freeze, partition,
 //! black hole, latency of any size) cost at most N − quorum votes — a slow node's vote
-//! misses its deadline and is simply lost — so a majority never forgets a key before it
-//! expires and holding windows cannot overlap; the validity check before each write
-//! keeps the unfenced modes inside those windows. A majority loss stops every acquire.
-//! Amnesia, clock jumps and client pauses break the lock's assumptions: only claim-first
-//! fencing is safe there, and it is safe whatever the lock does (a write is accepted only
-//! under the latest successful claim, which read the value atomically).
+//! misses its deadline and is simply lost — so a majority never forgets a key (or a fence
+//! counter) before it expires, holding windows cannot overlap and tokens grow; the
+//! validity check before each write keeps `checked` inside those windows. The naive `none`
+//! writes whenever it gets there: on a busy machine a scheduling hiccup longer than the
+//! TTL is a client pause no lock can prevent, so its losses are reported — but a loss
+//! without a stale write (an accepted write completed after its lease ended) cannot be a
+//! pause, and fails. A majority loss stops every acquire. Amnesia, clock jumps and client
+//! pauses break the lock's assumptions: only claim-first fencing is safe there, and it is
+//! safe whatever the lock does (a write is accepted only under the latest successful
+//! claim, which read the value atomically).
 
 use std::collections::BTreeMap;
 
+use crate::report::model::IDLE_FAULT_MIN_MS;
 use crate::report::{ModeReport, Outcome, Verdict};
-use crate::scenario::Expectation;
+use crate::scenario::{Anomaly, Expectation};
 
 /// The rules, as `chaos scenarios` prints them under the list.
 pub const RULES: &str = "\
-verdicts (chaos run; none, write_only and claim_first run at once in every scenario):
-  safe and available               every mode: 0 exclusion violations, lost 0, sections > 0
-  unavailable while it lasts, safe every mode: 0 exclusion violations, lost 0, acquires failed on unreachable nodes > 0
-  violations possible, claim-first claim_first lost 0; violations and none/write_only losses are reported, not failed
+verdicts (chaos run; none, checked, write_only and claim_first run at once in every scenario):
+  safe and available               every mode: 0 exclusion violations, 0 fence-token regressions, sections > 0,
+                                   a completed section granted during every minority fault of 2 s or more;
+                                   lost 0 except in none, whose losses are reported but must each come with a stale write
+  unavailable while it lasts, safe as above, with acquires failed on unreachable nodes > 0 instead of sections > 0
+  violations possible, claim-first claim_first lost 0; the rest is reported, not failed
+  must show a lost update /        none must show it (else: the rig did not observe it -> fail); claim_first lost 0;
+    an exclusion violation         every mode: sections > 0; the rest is reported
   any: a worker or fault that failed, a fault left unhealed, an interruption -> unknown (exit 2)";
 
 /// The claim-first mode's key in [`ModeReport`] maps.
 const CLAIM_FIRST: &str = "claim_first";
+/// The naive mode's key.
+const NONE: &str = "none";
+
+fn reported(name: &str, m: &ModeReport) -> String {
+    format!(
+        "reported: {name}: lost {} ({:.1} % of {} acknowledged), {} exclusion violations, {} stale writes, {} fence-token regressions, {} rejected, {} abandoned, {} pauses",
+        m.lost,
+        100.0 * m.lost_share(),
+        m.sections,
+        m.exclusion_violations,
+        m.stale_writes,
+        m.fence_regressions,
+        m.rejected,
+        m.abandoned,
+        m.pauses
+    )
+}
 
 /// The verdict for `expectation` given each mode's report and the harness problems seen
 /// (empty when the harness worked).
@@ -75,6 +102,17 @@ pub fn verdict(
         }
         reasons.push(format!("{} {text}", if ok { "ok:" } else { "FAILED:" }));
     };
+    // Reported numbers go after the checks' reasons.
+    let mut notes: Vec<String> = Vec::new();
+    let claim_first_loses_nothing =
+        |check: &mut dyn FnMut(&str, bool, String)| match modes.get(CLAIM_FIRST) {
+            Some(m) => check(
+                CLAIM_FIRST,
+                m.lost <= 0,
+                format!("{CLAIM_FIRST}: lost {} (want 0)", m.lost),
+            ),
+            None => check(CLAIM_FIRST, false, format!("{CLAIM_FIRST}: did not run")),
+        };
     match expectation {
         Expectation::SafeAndAvailable | Expectation::UnavailableButSafe => {
             for (name, m) in modes {
@@ -86,12 +124,32 @@ pub fn verdict(
                         m.exclusion_violations
                     ),
                 );
-                // Negative is a rig bug, reported above as unknown; not a safety failure.
                 check(
                     name,
-                    m.lost <= 0,
-                    format!("{name}: lost {} (want 0)", m.lost),
+                    m.fence_regressions == 0,
+                    format!(
+                        "{name}: {} grants whose fencing token did not grow (want 0)",
+                        m.fence_regressions
+                    ),
                 );
+                if name == NONE {
+                    // Negative is a rig bug, reported above as unknown.
+                    check(
+                        name,
+                        m.lost <= 0 || m.stale_writes > 0,
+                        format!(
+                            "{name}: lost {} with {} stale writes (a loss must come with a stale write: a holder that wrote after its lease ended)",
+                            m.lost, m.stale_writes
+                        ),
+                    );
+                    notes.push(reported(name, m));
+                } else {
+                    check(
+                        name,
+                        m.lost <= 0,
+                        format!("{name}: lost {} (want 0)", m.lost),
+                    );
+                }
                 if expectation == Expectation::SafeAndAvailable {
                     check(
                         name,
@@ -99,6 +157,15 @@ pub fn verdict(
                         format!(
                             "{name}: {} sections completed (want > 0: available)",
                             m.sections
+                        ),
+                    );
+                    check(
+                        name,
+                        m.idle_fault_windows == 0,
+                        format!(
+                            "{name}: {} minority faults of {} s or more without a completed section (want 0: a minority fault must not stop the lock)",
+                            m.idle_fault_windows,
+                            IDLE_FAULT_MIN_MS / 1000
                         ),
                     );
                 } else {
@@ -114,22 +181,54 @@ pub fn verdict(
             }
         }
         Expectation::MayViolateFencingHolds => {
-            match modes.get(CLAIM_FIRST) {
-                Some(m) => check(
-                    CLAIM_FIRST,
-                    m.lost <= 0,
-                    format!("{CLAIM_FIRST}: lost {} (want 0)", m.lost),
-                ),
-                None => check(CLAIM_FIRST, false, format!("{CLAIM_FIRST}: did not run")),
-            }
+            claim_first_loses_nothing(&mut check);
             for (name, m) in modes.iter().filter(|(n, _)| *n != CLAIM_FIRST) {
-                reasons.push(format!(
-                    "reported: {name}: lost {}, {} exclusion violations, {} rejected",
-                    m.lost, m.exclusion_violations, m.rejected
-                ));
+                notes.push(reported(name, m));
+            }
+        }
+        Expectation::MustShow(anomaly) => {
+            for (name, m) in modes {
+                // A mode that never completed a section had nothing to show: say so
+                // rather than only "did not observe".
+                check(
+                    name,
+                    m.sections > 0,
+                    format!(
+                        "{name}: {} sections completed (want > 0: the workload must run for the anomaly to show)",
+                        m.sections
+                    ),
+                );
+            }
+            match modes.get(NONE) {
+                Some(m) => {
+                    let (seen, count) = match anomaly {
+                        Anomaly::LostUpdate => (m.lost > 0, m.lost.max(0).unsigned_abs()),
+                        Anomaly::ExclusionViolation => {
+                            (m.exclusion_violations > 0, m.exclusion_violations)
+                        }
+                    };
+                    check(
+                        NONE,
+                        seen,
+                        if seen {
+                            format!("{NONE}: showed {} ({count})", anomaly.describe())
+                        } else {
+                            format!(
+                                "{NONE}: the rig did not observe {} (want at least one: a blind rig fails)",
+                                anomaly.describe()
+                            )
+                        },
+                    );
+                }
+                None => check(NONE, false, format!("{NONE}: did not run")),
+            }
+            claim_first_loses_nothing(&mut check);
+            for (name, m) in modes.iter().filter(|(n, _)| *n != CLAIM_FIRST) {
+                notes.push(reported(name, m));
             }
         }
     }
+    reasons.extend(notes);
     Verdict {
         outcome,
         reasons,
@@ -154,12 +253,18 @@ mod tests {
             acquire_p99_us: 2,
             stalls: 0,
             final_value: sections as i64 - lost,
+            abandoned: 0,
+            stale_writes: 0,
+            fence_regressions: 0,
+            pauses: 0,
+            idle_fault_windows: 0,
         }
     }
 
     fn modes(none: ModeReport, claim: ModeReport) -> BTreeMap<String, ModeReport> {
         BTreeMap::from([
             ("none".to_owned(), none),
+            ("checked".to_owned(), mode(10, 0, 0, 0)),
             ("write_only".to_owned(), mode(10, 0, 0, 0)),
             ("claim_first".to_owned(), claim),
         ])
@@ -170,11 +275,56 @@ mod tests {
         let good = modes(mode(10, 0, 0, 0), mode(10, 0, 0, 0));
         let v = verdict(Expectation::SafeAndAvailable, &good, &[]);
         assert_eq!(v.outcome, Outcome::Pass, "{:?}", v.reasons);
-        assert_eq!(v.reasons.len(), 9);
-        let lost = modes(mode(10, 2, 0, 0), mode(10, 0, 0, 0));
+        // 4 modes × (violations, tokens, lost, sections, idle faults) + none's report.
+        assert_eq!(v.reasons.len(), 21);
+        let stopped = modes(
+            mode(10, 0, 0, 0),
+            ModeReport {
+                idle_fault_windows: 1,
+                ..mode(10, 0, 0, 0)
+            },
+        );
         assert_eq!(
-            verdict(Expectation::SafeAndAvailable, &lost, &[]).outcome,
+            verdict(Expectation::SafeAndAvailable, &stopped, &[]).failed_modes,
+            ["claim_first"]
+        );
+        // A naive loss explained by a stale write is reported, not failed.
+        let explained = modes(
+            ModeReport {
+                stale_writes: 1,
+                ..mode(10, 2, 0, 0)
+            },
+            mode(10, 0, 0, 0),
+        );
+        let v = verdict(Expectation::SafeAndAvailable, &explained, &[]);
+        assert_eq!(v.outcome, Outcome::Pass, "{:?}", v.reasons);
+        assert!(v.reasons.iter().any(|r| r.contains("none: lost 2 (20.0 %")));
+        let unexplained = modes(mode(10, 2, 0, 0), mode(10, 0, 0, 0));
+        let v = verdict(Expectation::SafeAndAvailable, &unexplained, &[]);
+        assert_eq!(v.outcome, Outcome::Fail);
+        assert_eq!(v.failed_modes, ["none"]);
+        let mut checked_lost = modes(mode(10, 0, 0, 0), mode(10, 0, 0, 0));
+        checked_lost.insert(
+            "checked".into(),
+            ModeReport {
+                stale_writes: 1,
+                ..mode(10, 1, 0, 0)
+            },
+        );
+        assert_eq!(
+            verdict(Expectation::SafeAndAvailable, &checked_lost, &[]).outcome,
             Outcome::Fail
+        );
+        let duplicate_token = modes(
+            mode(10, 0, 0, 0),
+            ModeReport {
+                fence_regressions: 1,
+                ..mode(10, 0, 0, 0)
+            },
+        );
+        assert_eq!(
+            verdict(Expectation::SafeAndAvailable, &duplicate_token, &[]).failed_modes,
+            ["claim_first"]
         );
         let idle = modes(mode(0, 0, 0, 0), mode(10, 0, 0, 0));
         assert_eq!(
@@ -188,6 +338,7 @@ mod tests {
         let felt = modes(mode(3, 0, 0, 4), mode(3, 0, 0, 2));
         let mut all = felt.clone();
         all.insert("write_only".into(), mode(3, 0, 0, 1));
+        all.insert("checked".into(), mode(3, 0, 0, 1));
         assert_eq!(
             verdict(Expectation::UnavailableButSafe, &all, &[]).outcome,
             Outcome::Pass
@@ -209,6 +360,38 @@ mod tests {
             verdict(Expectation::MayViolateFencingHolds, &fenced, &[]).outcome,
             Outcome::Fail
         );
+    }
+
+    #[test]
+    fn must_show_fails_a_blind_rig() {
+        let lost = Expectation::MustShow(Anomaly::LostUpdate);
+        let blind = modes(mode(10, 0, 0, 0), mode(10, 0, 0, 0));
+        let v = verdict(lost, &blind, &[]);
+        assert_eq!(v.outcome, Outcome::Fail);
+        assert_eq!(v.failed_modes, ["none"]);
+        assert!(
+            v.reasons
+                .iter()
+                .any(|r| r.contains("the rig did not observe a lost update")),
+            "{:?}",
+            v.reasons
+        );
+        let seen = modes(mode(10, 3, 0, 0), mode(10, 0, 0, 0));
+        assert_eq!(verdict(lost, &seen, &[]).outcome, Outcome::Pass);
+        let fenced_lost = modes(mode(10, 3, 0, 0), mode(10, 1, 0, 0));
+        assert_eq!(
+            verdict(lost, &fenced_lost, &[]).failed_modes,
+            ["claim_first"]
+        );
+        let overlap = Expectation::MustShow(Anomaly::ExclusionViolation);
+        // A loss is not an exclusion violation.
+        assert_eq!(verdict(overlap, &seen, &[]).outcome, Outcome::Fail);
+        let violated = modes(mode(10, 0, 2, 0), mode(10, 0, 2, 0));
+        assert_eq!(verdict(overlap, &violated, &[]).outcome, Outcome::Pass);
+        let idle = modes(mode(0, 0, 0, 0), mode(0, 0, 0, 0));
+        let v = verdict(lost, &idle, &[]);
+        assert!(v.reasons.iter().any(|r| r.contains("none: 0 sections")));
+        assert_eq!(v.outcome, Outcome::Fail);
     }
 
     #[test]

@@ -7,8 +7,10 @@
 //!   workers with it.
 //! - Parent side: [`spawn`] starts one child per worker and forwards its events;
 //!   [`ProcessControl`] is the nemesis's [`WorkerControl`]: a client stall is `SIGSTOP` of
-//!   the child, its heal `SIGCONT`. A child is killed (after a `SIGCONT`, so it is not left
-//!   stopped) whenever its handle is dropped: normal end, error, Ctrl-C or panic.
+//!   the child, its heal `SIGCONT`. A child that paused itself ([`super::pause`]) is resumed
+//!   by [`spawn`]'s reader once the pause's length has passed. A child is killed (after a
+//!   `SIGCONT`, so it is not left stopped) whenever its handle is dropped: normal end,
+//!   error, Ctrl-C or panic.
 
 use std::path::Path;
 use std::process::Stdio;
@@ -24,10 +26,12 @@ use tokio::process::{Child, Command};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
-use super::chaos_workload::{WorkerEvent, WorkerSpec, lock_client, run_worker};
+use super::chaos_workload::{WorkerEvent, WorkerSpec, run_worker};
 use super::clock::ScenarioClock;
+use super::pause::{self, PausePlan};
 use super::record::ModeRecord;
 use crate::commands::parse_duration;
+use crate::lockut::{LockKind, LockUnderTest};
 use crate::nemesis::{WorkerControl, WorkerId};
 use crate::workload::Mode;
 
@@ -49,12 +53,18 @@ pub struct WorkerArgs {
     /// Lock resource (and key prefix).
     #[arg(long)]
     pub resource: String,
+    /// The lock under test: ours, plain, or a broken variant of plain.
+    #[arg(long, value_parser = LockKind::parse, default_value = "ours")]
+    pub lock: LockKind,
     /// Lease TTL.
     #[arg(long, value_parser = parse_duration)]
     pub ttl: Duration,
     /// Work inside a section.
     #[arg(long, value_parser = parse_duration, default_value = "5ms")]
     pub work: Duration,
+    /// Work until shortly before the end of the reported validity instead of `--work`.
+    #[arg(long)]
+    pub work_to_validity: bool,
     /// Budget of one waiting acquire.
     #[arg(long, value_parser = parse_duration, default_value = "1s")]
     pub acquire_wait: Duration,
@@ -70,6 +80,15 @@ pub struct WorkerArgs {
     /// Stop at this offset from the scenario start.
     #[arg(long, value_parser = parse_duration)]
     pub until: Duration,
+    /// Probability that a section pauses the process right before its write (0: never).
+    #[arg(long, default_value_t = 0.0)]
+    pub pause_rate: f64,
+    /// Shortest pause.
+    #[arg(long, value_parser = parse_duration, default_value = "0ms")]
+    pub pause_min: Duration,
+    /// Longest pause.
+    #[arg(long, value_parser = parse_duration, default_value = "0ms")]
+    pub pause_max: Duration,
 }
 
 impl WorkerArgs {
@@ -81,9 +100,15 @@ impl WorkerArgs {
             resource: self.resource.clone(),
             ttl: self.ttl,
             work: self.work,
+            work_to_validity: self.work_to_validity,
             acquire_wait: self.acquire_wait,
             seed: self.seed,
             until: self.until,
+            pause: (self.pause_rate > 0.0).then_some(PausePlan {
+                rate: self.pause_rate,
+                min: self.pause_min,
+                max: self.pause_max,
+            }),
         }
     }
 }
@@ -125,7 +150,7 @@ pub async fn serve(args: WorkerArgs) -> u8 {
         });
         2
     };
-    let lock = match lock_client(&args.nodes, args.ttl, &args.resource) {
+    let lock = match LockUnderTest::build(args.lock, &args.nodes, args.ttl, &args.resource) {
         Ok(l) => l,
         Err(e) => return fail(format!("lock settings: {e}")),
     };
@@ -134,7 +159,11 @@ pub async fn serve(args: WorkerArgs) -> u8 {
         Err(e) => return fail(e.to_string()),
     };
     let mut code = 0;
-    run_worker(&spec, &lock, &client, clock, &stop, |ev| {
+    // The runner reads the `Pausing` line printed just before and sends SIGCONT.
+    let pause_self = || {
+        let _ = nix::sys::signal::raise(Signal::SIGSTOP);
+    };
+    run_worker(&spec, &lock, &client, clock, &stop, &pause_self, |ev| {
         if matches!(ev, WorkerEvent::Failed { .. }) {
             code = 2;
         }
@@ -175,7 +204,7 @@ struct Handle {
 }
 
 /// Client stalls as `SIGSTOP`/`SIGCONT` of worker processes. A stall of worker `i` stops
-/// worker `i` of EVERY mode at once, so the three modes see the same pause.
+/// worker `i` of EVERY mode at once, so every mode sees the same pause.
 #[derive(Debug)]
 pub struct ProcessControl {
     handles: Mutex<Vec<Handle>>,
@@ -221,6 +250,34 @@ impl WorkerControl for ProcessControl {
     }
 }
 
+/// How long a child that announced a pause may take to actually stop before it is resumed
+/// anyway (a busy machine can deschedule it between the line and the signal).
+const STOP_WAIT: Duration = Duration::from_secs(2);
+
+/// Sleeps until `at`, or forever when there is nothing to wait for.
+async fn sleep_until_some(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Resumes a child that announced a pause: waits (bounded) until it has really stopped, so
+/// the `SIGCONT` cannot arrive before its `SIGSTOP` and leave it stopped, then continues it.
+async fn resume(pid: i32, alive: &AtomicBool) {
+    let give_up = tokio::time::Instant::now() + STOP_WAIT;
+    // Bounded by STOP_WAIT.
+    while alive.load(Ordering::SeqCst)
+        && !pause::is_stopped(pid)
+        && tokio::time::Instant::now() < give_up
+    {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    if alive.load(Ordering::SeqCst) {
+        let _ = kill(Pid::from_raw(pid), Signal::SIGCONT);
+    }
+}
+
 /// Starts `chaos worker` (binary `bin`) for `spec` of mode index `mode`, forwarding its
 /// events to `events`. The returned future ends when the child does (or at `stop`, killing
 /// it); a child that ends without `Done`/`Failed` is reported as failed.
@@ -230,6 +287,7 @@ impl WorkerControl for ProcessControl {
 #[allow(clippy::too_many_arguments)]
 pub fn spawn(
     bin: &Path,
+    lock: LockKind,
     nodes: &[String],
     pg_dsn: &str,
     spec: &WorkerSpec,
@@ -252,6 +310,8 @@ pub fn spawn(
         .arg(spec.row.to_string())
         .arg("--resource")
         .arg(&spec.resource)
+        .arg("--lock")
+        .arg(lock.name())
         .arg("--ttl")
         .arg(us(spec.ttl))
         .arg("--work")
@@ -265,7 +325,19 @@ pub fn spawn(
         .arg("--start-ns")
         .arg(clock.start_ns().to_string())
         .arg("--until")
-        .arg(us(spec.until))
+        .arg(us(spec.until));
+    if spec.work_to_validity {
+        cmd.arg("--work-to-validity");
+    }
+    if let Some(p) = spec.pause {
+        cmd.arg("--pause-rate")
+            .arg(p.rate.to_string())
+            .arg("--pause-min")
+            .arg(us(p.min))
+            .arg("--pause-max")
+            .arg(us(p.max));
+    }
+    cmd
         // Workers log only problems; their stdout is the event stream.
         .env("RUST_LOG", "warn")
         .stdin(Stdio::piped())
@@ -295,13 +367,24 @@ pub fn spawn(
         });
     let worker = spec.worker;
     let mut guarded = Guarded { child, alive };
+    let pid = pid as i32;
     Ok(async move {
         let mut lines = BufReader::new(stdout).lines();
         let mut ended = false;
-        // Bounded: the child stops by itself at `until`, closing stdout; `stop` cuts it short.
+        // When to resume the child that paused itself (at most one pause at a time: a
+        // stopped child prints nothing more).
+        let mut resume_at: Option<tokio::time::Instant> = None;
+        // Bounded: the child stops by itself at `until`, closing stdout; `stop` cuts it short;
+        // a pause is bounded by its drawn length plus `STOP_WAIT`.
         loop {
             let line = tokio::select! {
                 l = lines.next_line() => l,
+                () = sleep_until_some(resume_at) => {
+                    resume(pid, &guarded.alive).await;
+                    resume_at = None;
+                    let _ = events.send((mode, WorkerEvent::Resumed { worker, at_us: clock.us(tokio::time::Instant::now()) }));
+                    continue;
+                }
                 () = stop.cancelled() => {
                     let _ = events.send((mode, WorkerEvent::Failed { worker, message: "stopped (interrupted)".into() }));
                     return; // `guarded` is dropped: SIGCONT, SIGKILL.
@@ -312,6 +395,15 @@ pub fn spawn(
                     Ok(ev) => {
                         ended |=
                             matches!(ev, WorkerEvent::Done { .. } | WorkerEvent::Failed { .. });
+                        if let WorkerEvent::Pausing {
+                            resume_after_us, ..
+                        } = ev
+                        {
+                            resume_at = Some(
+                                tokio::time::Instant::now()
+                                    + Duration::from_micros(resume_after_us),
+                            );
+                        }
                         let _ = events.send((mode, ev));
                     }
                     Err(e) => {

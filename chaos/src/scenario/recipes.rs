@@ -100,6 +100,27 @@ pub fn clock_jump(rng: &mut StdRng, s: &Shape) -> Vec<ScheduledFault> {
     })
 }
 
+/// A quorum of nodes' clocks jump forward at once, by far more than any TTL: the holder's
+/// keys expire on a majority while it still holds the lock, and the next acquire wins.
+/// Each jump bites once, when it starts, so there are many short ones.
+pub fn clock_jump_majority(rng: &mut StdRng, s: &Shape) -> Vec<ScheduledFault> {
+    let w = WindowShape {
+        on: (0.02, 0.04),
+        off: (0.03, 0.06),
+        max_on: Duration::from_secs(3),
+    };
+    on_nodes(rng, s, w, |r| {
+        let offset_s = r.random_range(20..=60);
+        (Fault::ClockJump { offset_s }, target::majority(r, s.nodes))
+    })
+}
+
+/// No scheduled faults: the workers' own pauses (`client-pause`) or grants
+/// (`amnesia-split`) trigger the faults.
+pub fn none(_: &mut StdRng, _: &Shape) -> Vec<ScheduledFault> {
+    Vec::new()
+}
+
 /// One worker stalls for a long stretch (meant to outlast the lease TTL).
 pub fn client_stall(rng: &mut StdRng, s: &Shape) -> Vec<ScheduledFault> {
     let w = WindowShape {

@@ -304,12 +304,15 @@ async fn worker(
             let fence = lease.fence();
             // Set when the stall step runs: a claim refused before it never stalls.
             let stalled = std::sync::atomic::AtomicBool::new(false);
+            let valid_until = lease.valid_until();
             let stall_step = async {
                 if let Some(length) = stall {
                     stalled.store(true, Ordering::Relaxed);
                     ctx.cfg.stall.stall(length).await;
                 }
-                true
+                // Only `checked` looks at the lease; the table's other modes measure what
+                // the resource alone makes of a stale write.
+                ctx.cfg.mode != Mode::Checked || Instant::now() < valid_until
             };
             let outcome = run_section(&ctx.spec, &client, fence, stall_step)
                 .await
@@ -327,10 +330,12 @@ async fn worker(
             let _ = lease.release().await;
             let outcome = outcome?;
             stats.stalls += u64::from(stalled.load(Ordering::Relaxed));
-            if outcome == SectionOutcome::Accepted {
-                break;
+            match outcome {
+                SectionOutcome::Accepted => break,
+                SectionOutcome::Rejected => stats.rejected += 1,
+                // Nothing written; the section is redone under a fresh lease.
+                SectionOutcome::Abandoned => {}
             }
-            stats.rejected += 1;
         }
     }
     Ok(stats)

@@ -10,8 +10,12 @@ use serde::{Deserialize, Serialize};
 #[serde(rename_all = "snake_case")]
 #[value(rename_all = "snake_case")]
 pub enum Mode {
-    /// Read, work, write `value + 1`; the token is ignored (the lock alone protects the row).
+    /// Naive: read, work, write `value + 1`; no validity check, the token is ignored (the
+    /// lock alone protects the row). What most users write.
     None,
+    /// Like [`Mode::None`], but the section is abandoned unwritten when the lease's validity
+    /// ran out before the write (the lock crate's advice); the token is still ignored.
+    Checked,
     /// Read, work, write `value + 1` only if no newer token has written.
     WriteOnly,
     /// Stamp the token on the row and get its value, work, write only if still stamped.
@@ -20,15 +24,21 @@ pub enum Mode {
 
 impl Mode {
     /// All modes, in table order.
-    pub const ALL: [Mode; 3] = [Mode::None, Mode::WriteOnly, Mode::ClaimFirst];
+    pub const ALL: [Mode; 4] = [Mode::None, Mode::Checked, Mode::WriteOnly, Mode::ClaimFirst];
 
-    /// `none`, `write_only` or `claim_first`.
+    /// `none`, `checked`, `write_only` or `claim_first`.
     pub fn name(self) -> &'static str {
         match self {
             Mode::None => "none",
+            Mode::Checked => "checked",
             Mode::WriteOnly => "write_only",
             Mode::ClaimFirst => "claim_first",
         }
+    }
+
+    /// Whether the resource fences the write with the lease's token.
+    pub fn is_fenced(self) -> bool {
+        matches!(self, Mode::WriteOnly | Mode::ClaimFirst)
     }
 }
 

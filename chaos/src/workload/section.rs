@@ -41,6 +41,14 @@ impl SectionSpec {
             work,
         }
     }
+
+    /// The same section with `work` instead.
+    pub fn with_work(&self, work: Duration) -> Self {
+        SectionSpec {
+            work,
+            ..self.clone()
+        }
+    }
 }
 
 /// How a section ended.
@@ -73,7 +81,7 @@ pub enum SectionError {
     NoFence,
 }
 
-/// Runs one section with `fence` (ignored in [`Mode::None`]). `before_write` is awaited
+/// Runs one section with `fence` (ignored in the unfenced modes). `before_write` is awaited
 /// after the work and before the write; `false` abandons the section unwritten.
 ///
 /// # Errors
@@ -86,12 +94,12 @@ pub async fn run_section(
 ) -> Result<SectionOutcome, SectionError> {
     let row = spec.row;
     let fence = match (spec.mode, fence) {
-        (Mode::None, _) => FenceToken::new(0),
+        (Mode::None | Mode::Checked, _) => FenceToken::new(0),
         (_, Some(f)) => f,
         (_, None) => return Err(SectionError::NoFence),
     };
     let value = match spec.mode {
-        Mode::None | Mode::WriteOnly => spec
+        Mode::None | Mode::Checked | Mode::WriteOnly => spec
             .table
             .read(client, row)
             .await?
@@ -107,7 +115,7 @@ pub async fn run_section(
     }
     let next = value.saturating_add(1);
     let accepted = match spec.mode {
-        Mode::None => {
+        Mode::None | Mode::Checked => {
             let rows = client
                 .execute_typed(
                     &spec.unfenced_write,

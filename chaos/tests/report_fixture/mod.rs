@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use redlock_chaos::report::{
     ChaosReport, CounterSample, FaultWindow, GrantSpan, LatencySample, ModeReport, ModeTimeline,
-    Ms, Outcome, RejectedWrite, ScenarioReport, Verdict, ViolationMark,
+    Ms, Outcome, PauseSpan, RejectedWrite, ScenarioReport, Verdict, ViolationMark,
 };
 
 pub const MODES: [&str; 3] = ["none", "write_only", "claim_first"];
@@ -132,6 +132,9 @@ fn mode(
             end_ms: Ms(at + hold),
             valid_until_ms: Ms(at + 10_000_000),
             accepted: !stale,
+            done_ms: Ms(at + hold),
+            abandoned: false,
+            stale: false,
         });
         if i % 10 == 0 {
             t.counter.push(CounterSample {
@@ -151,6 +154,17 @@ fn mode(
                 from_ms: Ms(from),
                 to_ms: Ms(from + 250_000),
             });
+        }
+        // A worker paused while holding, and wrote after its lease ended.
+        t.pauses.push(PauseSpan {
+            worker: 2,
+            from_ms: Ms(13_900_000),
+            to_ms: Some(Ms(14_400_000)),
+        });
+        if let Some(g) = t.grants.iter_mut().find(|g| g.start_ms.0 > 13_500_000) {
+            g.valid_until_ms = Ms(g.start_ms.0 + 200_000);
+            g.done_ms = Ms(g.start_ms.0 + 900_000);
+            g.stale = true;
         }
         value -= 7;
         if let Some(last) = t.counter.last_mut() {
@@ -179,6 +193,11 @@ fn mode(
         acquire_p99_us: pct(0.99),
         stalls,
         final_value: value,
+        abandoned: 0,
+        stale_writes: t.grants.iter().filter(|g| g.stale).count() as u64,
+        fence_regressions: 0,
+        pauses: t.pauses.len() as u64,
+        idle_fault_windows: 0,
     };
     (m, t)
 }
@@ -247,7 +266,7 @@ pub fn report(n: usize, grants_per_mode: usize) -> ChaosReport {
         .iter()
         .fold(Outcome::Pass, |o, s| o.worst(s.verdict.outcome));
     ChaosReport {
-        schema: 1,
+        schema: redlock_chaos::run::SCHEMA,
         run_id: "r-test-0001".into(),
         seed: 42,
         backend: "docker".into(),

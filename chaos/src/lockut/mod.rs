@@ -1,0 +1,238 @@
+//! The lock under test: the seam through which the chaos workload acquires, so the same
+//! scenarios and checker run against our lock and against locks known to be broken.
+//!
+//! # Map
+//! - this file: [`LockKind`] (what `--lock` names), [`LockUnderTest`] (one adapter per
+//!   kind), its [`Lease`] and what a grant says ([`Granted`]) or why none came
+//!   ([`AcquireFailure`]).
+//! - [`plain`]: a small textbook Redlock with one switch per deliberate mistake
+//!   ([`Mutation`]): the mutants the checker is proven on.
+//!
+//! Every adapter hands out fencing tokens (the plain lock computes them as ours does), so
+//! every mode runs on every lock.
+
+pub mod plain;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use fenced_redlock::{LockError, NodeFailureReason, Redlock};
+use tokio::time::Instant;
+
+pub use plain::{Mutation, PlainRedlock};
+
+/// Which lock a run uses (`chaos run --lock`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum LockKind {
+    /// `fenced_redlock`.
+    #[default]
+    Ours,
+    /// The rig's plain Redlock with `Mutation` (or none).
+    Plain(Mutation),
+}
+
+impl LockKind {
+    /// `ours`, `plain`, or the mutation's name (`quorum-of-one`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            LockKind::Ours => "ours",
+            LockKind::Plain(Mutation::None) => "plain",
+            LockKind::Plain(m) => m.name(),
+        }
+    }
+
+    /// Every kind, for `--lock` and its help.
+    pub fn all() -> Vec<LockKind> {
+        let mut v = vec![LockKind::Ours, LockKind::Plain(Mutation::None)];
+        v.extend(Mutation::BROKEN.map(LockKind::Plain));
+        v
+    }
+
+    /// Parses a name given by [`LockKind::name`].
+    ///
+    /// # Errors
+    /// A message listing the known names.
+    pub fn parse(s: &str) -> Result<LockKind, String> {
+        LockKind::all()
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = LockKind::all().iter().map(|k| k.name()).collect();
+                format!("unknown lock {s:?}; use one of {}", names.join(", "))
+            })
+    }
+}
+
+/// What a grant says, on this process's clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Granted {
+    /// Fencing token.
+    pub fence: Option<u64>,
+    /// Start of the winning attempt.
+    pub acquired_at: Instant,
+    /// When the holder learned it had the lock.
+    pub granted_at: Instant,
+    /// End of validity, as the lock reports it.
+    pub valid_until: Instant,
+    /// Quorum rounds the acquire made.
+    pub attempts: u32,
+}
+
+impl Granted {
+    /// Time of the winning round.
+    pub fn elapsed(&self) -> Duration {
+        self.granted_at.saturating_duration_since(self.acquired_at)
+    }
+}
+
+/// Why an acquire ended without the lock (contention, faults): counted and retried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AcquireFailure {
+    /// Quorum rounds made.
+    pub rounds: u32,
+    /// Nodes failed or were unreachable (not contention alone).
+    pub node_fault: bool,
+}
+
+/// The lock a worker acquires: one adapter per [`LockKind`].
+#[derive(Debug, Clone)]
+pub enum LockUnderTest {
+    /// `fenced_redlock`, fencing on.
+    Ours(Redlock),
+    /// The rig's plain Redlock.
+    Plain(Arc<PlainRedlock>),
+}
+
+/// A held lease of either adapter.
+#[derive(Debug)]
+pub enum Lease {
+    /// Ours.
+    Ours(fenced_redlock::Lease),
+    /// The plain lock's.
+    Plain(plain::PlainLease),
+}
+
+impl Lease {
+    /// What the grant says.
+    pub fn granted(&self) -> Granted {
+        match self {
+            Lease::Ours(l) => Granted {
+                fence: l.fence().map(|f| f.get()),
+                acquired_at: l.acquired_at(),
+                granted_at: l.granted_at(),
+                valid_until: l.valid_until(),
+                attempts: l.attempts(),
+            },
+            Lease::Plain(l) => *l.granted(),
+        }
+    }
+}
+
+/// An acquire that could not be counted as a failure: a setting or the fencing counter is
+/// broken (a harness failure, the worker stops).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Fatal(pub String);
+
+impl LockUnderTest {
+    /// The lock of `kind` on `nodes` with `ttl`; `resource:` is the key prefix of ours (so
+    /// release notifications of different modes do not mix).
+    ///
+    /// # Errors
+    /// A message naming the bad setting.
+    pub fn build(
+        kind: LockKind,
+        nodes: &[String],
+        ttl: Duration,
+        resource: &str,
+    ) -> Result<Self, String> {
+        match kind {
+            LockKind::Ours => Redlock::builder(nodes)
+                .ttl(ttl)
+                .key_prefix(format!("{resource}:"))
+                .fencing(true)
+                .build()
+                .map(LockUnderTest::Ours)
+                .map_err(|e| e.to_string()),
+            LockKind::Plain(m) => {
+                PlainRedlock::new(nodes, ttl, m).map(|l| LockUnderTest::Plain(Arc::new(l)))
+            }
+        }
+    }
+
+    /// Acquires `resource`, waiting up to `wait`.
+    ///
+    /// # Errors
+    /// `Ok(Err(_))`: no lock this time (counted, retried); `Err(Fatal)`: a harness failure.
+    pub async fn acquire(
+        &self,
+        resource: &str,
+        wait: Duration,
+    ) -> Result<Result<Lease, AcquireFailure>, Fatal> {
+        match self {
+            LockUnderTest::Ours(l) => match l.acquire(resource, wait).await {
+                Ok(lease) => Ok(Ok(Lease::Ours(lease))),
+                Err(e) => match failed_rounds(&e) {
+                    Some(rounds) => Ok(Err(AcquireFailure {
+                        rounds,
+                        node_fault: is_node_fault(&e),
+                    })),
+                    None => Err(Fatal(format!("acquire: {e}"))),
+                },
+            },
+            LockUnderTest::Plain(l) => Ok(l.acquire(resource, wait).await.map(Lease::Plain)),
+        }
+    }
+
+    /// Releases `lease` (best effort: keys that could not be deleted expire with the TTL).
+    pub async fn release(&self, lease: Lease) {
+        match (self, lease) {
+            (_, Lease::Ours(l)) => {
+                let _ = l.release().await;
+            }
+            (LockUnderTest::Plain(p), Lease::Plain(l)) => p.release(l).await,
+            // A plain lease can only come from a plain lock; nothing to do otherwise.
+            (LockUnderTest::Ours(_), Lease::Plain(_)) => {}
+        }
+    }
+}
+
+/// Whether an acquire failure of ours is the nodes' doing (failed, slow, unreachable)
+/// rather than contention alone.
+pub fn is_node_fault(e: &LockError) -> bool {
+    match e {
+        LockError::QuorumNotReached { failures, .. } => failures
+            .iter()
+            .any(|f| matches!(f.reason, NodeFailureReason::Error(_))),
+        LockError::NoValidityLeft { .. } => true,
+        LockError::WaitTimeout { last, .. } => is_node_fault(last),
+        _ => false,
+    }
+}
+
+/// Quorum rounds behind an acquire failure of ours; `None` when the failure is not a
+/// countable acquire failure (a setting or the fencing counter: harness failures).
+fn failed_rounds(e: &LockError) -> Option<u32> {
+    match e {
+        LockError::WaitTimeout { attempts, .. } => Some(*attempts),
+        LockError::QuorumNotReached { .. } | LockError::NoValidityLeft { .. } => Some(1),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for k in LockKind::all() {
+            assert_eq!(LockKind::parse(k.name()), Ok(k));
+        }
+        assert!(
+            LockKind::parse("nope")
+                .unwrap_err()
+                .contains("quorum-of-one")
+        );
+    }
+}
