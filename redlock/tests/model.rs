@@ -16,7 +16,7 @@ mod model {
 use model::check::{find, find_deep, prove};
 use model::config::{Amnesia, Config, Faults, Mode};
 use model::spec::{
-    FENCES_GROW, NO_LOST_UPDATE, SOME_GRANT, SOME_WRITE, TWO_GRANTS, VALID_EXCLUSIVE,
+    FENCES_GROW, NO_LOST_UPDATE, SOME_EXTEND, SOME_GRANT, SOME_WRITE, TWO_GRANTS, VALID_EXCLUSIVE,
     WRITES_IN_VALIDITY,
 };
 
@@ -49,7 +49,7 @@ fn n3_no_faults_every_property_holds() {
     let mut cfg = n3(3);
     cfg.extend = true;
     let o = prove("N=3, no faults, with extend", cfg);
-    for p in [SOME_GRANT, TWO_GRANTS, SOME_WRITE] {
+    for p in [SOME_GRANT, TWO_GRANTS, SOME_WRITE, SOME_EXTEND] {
         o.reaches(p);
     }
     for p in [

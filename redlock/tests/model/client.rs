@@ -234,6 +234,7 @@ pub(crate) fn decide(cfg: &Config, state: &mut State, client: usize) {
                 // A failed extend deletes nothing and the old validity stands.
                 if let Some(v) = renewed {
                     *valid_until = v;
+                    state.ghost.extended = true;
                 }
                 *extending = None;
             }

@@ -76,6 +76,7 @@ pub(crate) const NO_LOST_UPDATE: &str = "no lost update";
 pub(crate) const SOME_GRANT: &str = "a lease is granted";
 pub(crate) const TWO_GRANTS: &str = "two leases are granted";
 pub(crate) const SOME_WRITE: &str = "a write is accepted";
+pub(crate) const SOME_EXTEND: &str = "a lease is extended";
 
 impl LockModel {
     /// Whether the client has a step it takes without letting time pass.
@@ -310,6 +311,7 @@ impl Model for LockModel {
             Property::sometimes(SOME_GRANT, |_, s: &State| s.ghost.grants >= 1),
             Property::sometimes(TWO_GRANTS, |_, s: &State| s.ghost.grants >= 2),
             Property::sometimes(SOME_WRITE, |_, s: &State| s.resource.writes >= 1),
+            Property::sometimes(SOME_EXTEND, |_, s: &State| s.ghost.extended),
         ]
     }
 }

@@ -167,6 +167,8 @@ pub(crate) struct Ghost {
     pub(crate) fence_regressed: bool,
     /// A grant returned a token not larger than one returned before it.
     pub(crate) return_order_broken: bool,
+    /// Some extend succeeded (only so that a check can show extends happen).
+    pub(crate) extended: bool,
     /// A client sent a write after its validity had ended (it looked before a pause).
     pub(crate) stale_write: bool,
     /// The largest token any client has chosen (returned or not).
