@@ -1,0 +1,120 @@
+//! What one model check covers: the cluster's size, the clients, the time constants in
+//! ticks, the resource's write rule and the faults that may strike.
+
+/// How the resource accepts writes (the two statements of `fenced_redlock::pg`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Mode {
+    /// Read unfenced, then `SET value, fence = t WHERE fence < t`.
+    WriteOnly,
+    /// `SET fence = t WHERE fence < t RETURNING value`, then `SET value WHERE fence = t`.
+    ClaimFirst,
+}
+
+/// When a node may restart empty.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Amnesia {
+    /// At any moment (the rig's `amnesia-restart` and `amnesia-split`).
+    Any,
+    /// Only as `fenced_redlock::fence` allows it: at most N − quorum nodes in all, and
+    /// only once every token handed out so far has reached all N counters.
+    AsDocsAllow,
+}
+
+/// The faults one check lets loose. Each is a nondeterministic action of the model, so
+/// the checker tries it at every point of every interleaving, up to its budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Faults {
+    /// Any message may vanish (a reset connection: the command may or may not have run).
+    pub(crate) loss: bool,
+    /// Messages on one connection may overtake each other (TCP never does this; it stands
+    /// for a client that reconnects and sends on a new connection).
+    pub(crate) reorder: bool,
+    /// How many times a client may be frozen (GC, SIGSTOP), for as long as time runs.
+    pub(crate) pauses: u8,
+    /// How many node restarts that keep their data (AOF with `appendfsync always`).
+    pub(crate) restarts_keep: u8,
+    /// How many node restarts that come back empty, and under which rule.
+    pub(crate) restarts_empty: u8,
+    /// The rule for empty restarts.
+    pub(crate) amnesia: Amnesia,
+    /// How many times a node's clock may jump forward by a whole TTL.
+    pub(crate) clock_jumps: u8,
+}
+
+impl Faults {
+    /// No fault: messages are still delayed arbitrarily (within the time bound), and
+    /// server clocks still run fast within the drift allowance.
+    pub(crate) const NONE: Faults = Faults {
+        loss: false,
+        reorder: false,
+        pauses: 0,
+        restarts_keep: 0,
+        restarts_empty: 0,
+        amnesia: Amnesia::Any,
+        clock_jumps: 0,
+    };
+}
+
+/// One model: sizes, time constants (in ticks) and faults.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Config {
+    /// Number of Redis primaries.
+    pub(crate) nodes: usize,
+    /// Number of clients contending for the one resource.
+    pub(crate) clients: usize,
+    /// Acquire attempts each client makes (each one a fresh owner token).
+    pub(crate) attempts: u8,
+    /// Lock TTL.
+    pub(crate) ttl: u8,
+    /// Drift allowance subtracted from validity; server clocks may run ahead this much.
+    pub(crate) drift: u8,
+    /// Per-node deadline of every round.
+    pub(crate) node_timeout: u8,
+    /// Ticks of work between reading (or claiming) and writing.
+    pub(crate) work: u8,
+    /// Whether a holder may extend its lease once while working.
+    pub(crate) extend: bool,
+    /// Time stops here; every behaviour shorter than this is explored.
+    pub(crate) max_time: u8,
+    /// How the resource accepts writes.
+    pub(crate) mode: Mode,
+    /// What may go wrong.
+    pub(crate) faults: Faults,
+}
+
+impl Config {
+    /// `nodes` primaries, two clients with one attempt each, TTL 4, drift 1, deadline 1,
+    /// one tick of work, eight ticks of time, claim-first, no faults.
+    pub(crate) fn new(nodes: usize) -> Config {
+        Config {
+            nodes,
+            clients: 2,
+            attempts: 1,
+            ttl: 3,
+            drift: 1,
+            node_timeout: 1,
+            work: 1,
+            extend: false,
+            max_time: 8,
+            mode: Mode::ClaimFirst,
+            faults: Faults::NONE,
+        }
+    }
+
+    /// Votes that make a majority, as `fenced_redlock::quorum`.
+    pub(crate) fn quorum(&self) -> usize {
+        fenced_redlock::quorum(self.nodes)
+    }
+
+    /// The same model with another write rule.
+    pub(crate) fn mode(mut self, mode: Mode) -> Config {
+        self.mode = mode;
+        self
+    }
+
+    /// The same model with these faults.
+    pub(crate) fn faults(mut self, faults: Faults) -> Config {
+        self.faults = faults;
+        self
+    }
+}

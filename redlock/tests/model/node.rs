@@ -1,0 +1,71 @@
+//! A node running the Lua scripts of `script.rs`, each one atomic step on the node's own
+//! clock.
+
+use super::state::{Key, Node, Owner, Reply, Request};
+
+impl Node {
+    /// The node's clock at real time `now`.
+    pub(crate) fn clock(&self, now: u8) -> u8 {
+        now.saturating_add(self.ahead)
+    }
+
+    /// Forgets the key once the node's clock has reached its expiry (Redis expires lazily
+    /// and actively; either way a read after expiry sees nothing).
+    pub(crate) fn expire(&mut self, now: u8) {
+        if self.key.is_some_and(|k| k.expires <= self.clock(now)) {
+            self.key = None;
+        }
+    }
+
+    fn holds(&self, owner: Owner) -> bool {
+        self.key.is_some_and(|k| k.owner == owner)
+    }
+
+    /// Runs one request from `client` at real time `now`; returns the answer, if any.
+    /// Keys live `lifetime` ticks of real time: the TTL less the drift allowance, as if
+    /// the node's clock ran fast by all of it (the worst case the validity allows for:
+    /// a key present for less time can only let others in sooner).
+    pub(crate) fn run(
+        &mut self,
+        client: u8,
+        request: Request,
+        now: u8,
+        lifetime: u8,
+    ) -> Option<Reply> {
+        self.expire(now);
+        let expires = self.clock(now).saturating_add(lifetime);
+        match request {
+            Request::Acquire { attempt } => {
+                let fence = if self.key.is_none() {
+                    self.key = Some(Key {
+                        owner: Owner { client, attempt },
+                        expires,
+                    });
+                    Some(self.fence)
+                } else {
+                    None
+                };
+                Some(Reply::Acquire { attempt, fence })
+            }
+            Request::FenceWrite { attempt, fence } => {
+                // Set-if-greater first, whoever holds the key: the counter never falls.
+                self.fence = self.fence.max(fence);
+                let held = self.holds(Owner { client, attempt });
+                Some(Reply::FenceWrite { attempt, held })
+            }
+            Request::Extend { attempt } => {
+                let ok = self.holds(Owner { client, attempt });
+                if let (true, Some(key)) = (ok, self.key.as_mut()) {
+                    key.expires = expires;
+                }
+                Some(Reply::Extend { attempt, ok })
+            }
+            Request::Delete { attempt } => {
+                if self.holds(Owner { client, attempt }) {
+                    self.key = None;
+                }
+                None
+            }
+        }
+    }
+}

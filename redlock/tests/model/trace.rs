@@ -1,0 +1,235 @@
+//! Counterexamples as numbered lists of events a reader can follow.
+
+use std::fmt::Write;
+
+use stateright::{Model, Path};
+
+use super::client;
+use super::config::Mode;
+use super::spec::{Action, LockModel};
+use super::state::{Phase, Reply, Request, State, Step};
+
+fn who(client: usize) -> char {
+    char::from(b'A' + u8::try_from(client).unwrap_or(25).min(25))
+}
+
+fn owner(client: usize, attempt: u8) -> String {
+    format!("{}{}", who(client), attempt + 1)
+}
+
+fn holder(s: &State, node: usize) -> String {
+    match s.nodes[node].key {
+        Some(k) => owner(usize::from(k.owner.client), k.owner.attempt),
+        None => "nobody".into(),
+    }
+}
+
+/// What a client's decision did, told by comparing its phase before and after.
+fn decision(before: &Phase, after: &Phase, client: usize, now: u8) -> String {
+    match (before, after) {
+        (Phase::Acquiring { attempt, .. }, Phase::Fencing { fence, .. }) => format!(
+            " → quorum of SET NX: {} takes token {fence} (max counter read + 1) and sends FENCE_WRITE {fence} to every node",
+            owner(client, *attempt)
+        ),
+        (
+            Phase::Fencing { attempt, .. },
+            Phase::Holding {
+                fence, valid_until, ..
+            },
+        ) => format!(
+            " → quorum still ours: LEASE GRANTED to {} with token {fence}, valid until t={valid_until}",
+            owner(client, *attempt)
+        ),
+        (Phase::Acquiring { attempt, .. } | Phase::Fencing { attempt, .. }, Phase::Idle) => {
+            format!(
+                " → attempt {} fails at t={now} (no quorum or no validity left); clean-up deletes sent",
+                owner(client, *attempt)
+            )
+        }
+        (
+            Phase::Holding {
+                extending: Some(_),
+                valid_until: old,
+                ..
+            },
+            Phase::Holding {
+                valid_until: new, ..
+            },
+        ) => {
+            if new == old {
+                format!(" → extend failed; validity stays until t={old}")
+            } else {
+                format!(" → extended: valid until t={new}")
+            }
+        }
+        _ => String::new(),
+    }
+}
+
+fn request(client: usize, r: &Request) -> String {
+    match r {
+        Request::Acquire { attempt } => format!("{}'s SET NX", owner(client, *attempt)),
+        Request::FenceWrite { attempt, fence } => {
+            format!("{}'s FENCE_WRITE {fence}", owner(client, *attempt))
+        }
+        Request::Extend { attempt } => format!("{}'s EXTEND", owner(client, *attempt)),
+        Request::Delete { attempt } => format!("{}'s compare-and-delete", owner(client, *attempt)),
+    }
+}
+
+fn reply(r: &Reply) -> String {
+    match r {
+        Reply::Acquire { fence: Some(f), .. } => format!("granted, counter read {f}"),
+        Reply::Acquire { fence: None, .. } => "refused (held)".into(),
+        Reply::FenceWrite { held, .. } => format!("counter raised, key still ours: {held}"),
+        Reply::Extend { ok, .. } => format!("extended: {ok}"),
+    }
+}
+
+fn section(model: &LockModel, before: &State, after: &State, client: usize) -> String {
+    let c = who(client);
+    let (Phase::Holding { fence, step, .. }, next) =
+        (&before.clients[client].phase, &after.clients[client].phase)
+    else {
+        return String::new();
+    };
+    let next_step = match next {
+        Phase::Holding { step, .. } => Some(*step),
+        _ => None,
+    };
+    match (step, next_step) {
+        (Step::Start, Some(Step::Working { value, .. })) => match model.cfg.mode {
+            Mode::WriteOnly => format!("client {c} reads the row: value {value} (unfenced)"),
+            Mode::ClaimFirst => {
+                format!("client {c} claims the row with token {fence}: value {value}")
+            }
+        },
+        (Step::Start, _) => format!(
+            "client {c}'s claim with token {fence} is REFUSED (row fence {}); it releases",
+            before.resource.fence
+        ),
+        (Step::Working { .. }, Some(Step::Checked { .. })) => {
+            format!("client {c} checks is_valid(): yes")
+        }
+        (Step::Working { .. }, _) => {
+            format!("client {c} checks is_valid(): no — abandons the section and releases")
+        }
+        (Step::Checked { value }, _) => {
+            let accepted = after.resource.writes > before.resource.writes;
+            format!(
+                "client {c} writes value {} with token {fence}: {} (row now value {}, fence {}); it releases",
+                value + 1,
+                if accepted { "ACCEPTED" } else { "REFUSED" },
+                after.resource.value,
+                after.resource.fence
+            )
+        }
+    }
+}
+
+/// One event in words.
+fn event(model: &LockModel, before: &State, action: Action, after: &State) -> String {
+    let now = before.now;
+    let decided = |client: usize| {
+        decision(
+            &before.clients[client].phase,
+            &after.clients[client].phase,
+            client,
+            now,
+        )
+    };
+    match action {
+        Action::Tick => format!("time passes: t={}", after.now),
+        Action::Start { client } => {
+            let attempt = after.clients[client].attempts_used - 1;
+            format!(
+                "client {} starts attempt {}: SET NX to every node, deadline t={}",
+                who(client),
+                owner(client, attempt),
+                now + model.cfg.node_timeout
+            )
+        }
+        Action::ToNode {
+            client,
+            node,
+            index,
+            answered,
+        } => {
+            let r = &before.links[client][node].to_node[index];
+            // Run it again on a copy of the node to learn the answer it gave.
+            let mut copy = before.nodes[node];
+            let id = u8::try_from(client).unwrap_or(u8::MAX);
+            let lifetime = model.cfg.ttl - model.cfg.drift;
+            let outcome = match copy.run(id, *r, before.now, lifetime) {
+                Some(answer) => reply(&answer),
+                None => format!("key now held by {}", holder(after, node)),
+            };
+            format!(
+                "node {} runs {}{}: {outcome} (counter {}){}",
+                node + 1,
+                request(client, r),
+                if index > 0 { " (overtaking)" } else { "" },
+                after.nodes[node].fence,
+                if answered {
+                    decided(client)
+                } else if client::awaits(&before.clients[client].phase, node, r) {
+                    " — the answer comes too late to count".into()
+                } else {
+                    String::new()
+                }
+            )
+        }
+        Action::Deadline { client } => format!(
+            "client {}'s per-node deadlines pass{}",
+            who(client),
+            decided(client)
+        ),
+        Action::Section { client } => section(model, before, after, client),
+        Action::Extend { client } => format!("client {} sends EXTEND to every node", who(client)),
+        Action::Lose {
+            client,
+            node,
+            index,
+        } => format!(
+            "LOST: {} on its way to node {}",
+            request(client, &before.links[client][node].to_node[index]),
+            node + 1
+        ),
+        Action::Pause { client } => format!("client {} is PAUSED (GC, SIGSTOP)", who(client)),
+        Action::Resume { client } => format!("client {} resumes", who(client)),
+        Action::Restart { node, empty } => format!(
+            "node {} crashes and restarts {}; its connections drop what was in flight",
+            node + 1,
+            if empty {
+                "EMPTY (lock key and fence counter forgotten)"
+            } else {
+                "with its data (AOF)"
+            }
+        ),
+        Action::Jump { node } => format!(
+            "node {}'s clock JUMPS forward by the TTL ({} ticks): its keys expire early",
+            node + 1,
+            model.cfg.ttl
+        ),
+    }
+}
+
+/// The path as a numbered list, one event per line with the real time it happened at.
+pub(crate) fn render(model: &LockModel, path: &Path<State, Action>) -> String {
+    let mut out = String::new();
+    let mut n = 0;
+    for (state, action) in path.clone().into_vec() {
+        let Some(action) = action else { continue };
+        let Some(after) = model.next_state(&state, action) else {
+            continue;
+        };
+        n += 1;
+        let _ = writeln!(
+            out,
+            "{n:>3}. t={} {}",
+            state.now,
+            event(model, &state, action, &after)
+        );
+    }
+    out
+}
