@@ -135,6 +135,15 @@ impl Lease {
 pub struct Fatal(pub String);
 
 impl LockUnderTest {
+    /// Waits (bounded) for ours's background clean-ups and releases before a worker exits;
+    /// the plain lock releases in the foreground and has nothing to wait for.
+    pub async fn shutdown(&self) -> Result<(), fenced_redlock::LockError> {
+        match self {
+            LockUnderTest::Ours(r) => r.shutdown().await,
+            LockUnderTest::Plain(_) => Ok(()),
+        }
+    }
+
     /// The lock of `kind` on `nodes` with `ttl`; `resource:` is the key prefix of ours (so
     /// release notifications of different modes do not mix).
     ///
