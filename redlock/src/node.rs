@@ -13,6 +13,15 @@
 //! before letting the next call through. Replies are awaited outside the gate, so calls
 //! still overlap on the wire.
 //!
+//! # Connecting outlives the call that started it
+//! A connection is made by a task of its own (TCP connect, handshake, the `run_id`
+//! question below), bounded by [`CONNECT_TIMEOUT`] or the node deadline, whichever is
+//! longer — not by the deadline of the call that needed it. The call waits for it, in
+//! the gate, until its own deadline; when that passes the task goes on, and the next call
+//! finds the connection made (or still coming). Otherwise a node whose handshake takes
+//! longer than one deadline (a busy machine, a proxy, TLS: tens of ms against a 20 ms
+//! deadline) would never get a connection: every call would start one and cancel it.
+//!
 //! # One server, one vote
 //! `build()` refuses two URLs that resolve to a common address. Two addresses can still
 //! reach one server (a proxy, NAT, another interface of the same host); so each new
@@ -31,6 +40,7 @@ use std::time::Duration;
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Client, ConnectionInfo, RedisError, RedisResult};
 use tokio::sync::Mutex;
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::config::Settings;
@@ -71,15 +81,33 @@ impl ServerIds {
     }
 }
 
+/// Least time a connection may take to be made (see the module docs); a node deadline
+/// above it is used instead.
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// A new connection and its server's `run_id` (`None` when the server would not say).
+type Connected = RedisResult<(MultiplexedConnection, Option<String>)>;
+
+/// A node's connection, behind the order gate.
+#[derive(Default)]
+enum Slot {
+    /// None yet, or the last one broke.
+    #[default]
+    Empty,
+    /// Being made by its own task.
+    Connecting(JoinHandle<Connected>),
+    /// Made; with its generation.
+    Ready(u64, MultiplexedConnection),
+}
+
 /// A Redis or Valkey primary taking part in the quorum.
 pub(crate) struct Node {
     index: usize,
     addr: String,
     client: Client,
     config: AsyncConnectionConfig,
-    /// The connection (with its generation), behind the order gate; `None` until the first
-    /// call and after the connection broke.
-    conn: Mutex<Option<(u64, MultiplexedConnection)>>,
+    /// The connection, behind the order gate.
+    conn: Mutex<Slot>,
     generation: AtomicU64,
     servers: Arc<ServerIds>,
     /// Set when this node's server answered first under another node's name.
@@ -87,6 +115,8 @@ pub(crate) struct Node {
     native_delete: OnceLock<NativeDelete>,
     probing: AtomicBool,
     resolved: Vec<SocketAddr>,
+    /// How long making a connection may take.
+    connect_budget: Duration,
 }
 
 impl std::fmt::Debug for Node {
@@ -105,22 +135,24 @@ impl Node {
         let addr = info.addr().to_string();
         let resolved = resolve(info.addr());
         let client = Client::open(info)?;
+        let connect_budget = settings.node_timeout.max(CONNECT_TIMEOUT);
         // Our own per-call deadline decides how long a reply may take.
         let config = AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(settings.node_timeout))
+            .set_connection_timeout(Some(connect_budget))
             .set_response_timeout(None);
         Ok(Node {
             index,
             addr,
             client,
             config,
-            conn: Mutex::new(None),
+            conn: Mutex::new(Slot::Empty),
             generation: AtomicU64::new(0),
             servers,
             same_as: OnceLock::new(),
             native_delete: OnceLock::new(),
             probing: AtomicBool::new(false),
             resolved,
+            connect_budget,
         })
     }
 
@@ -170,21 +202,38 @@ impl Node {
         (result, started.elapsed())
     }
 
-    /// Asks a new connection's server for its `run_id` and checks that no other node
-    /// reached it first. A server that does not say (an `INFO` restricted by ACL) is
-    /// taken as distinct: `build()` has already refused duplicate addresses.
-    async fn check_distinct(&self, conn: &mut MultiplexedConnection) -> RedisResult<()> {
-        let Ok(info) = redis::cmd("INFO")
-            .arg("server")
-            .query_async::<String>(conn)
-            .await
-        else {
-            return Ok(());
+    /// Makes a connection and asks its server for its `run_id`, all within `budget`.
+    /// A server that does not say (an `INFO` restricted by ACL) is taken as distinct:
+    /// `build()` has already refused duplicate addresses.
+    async fn connect(client: Client, config: AsyncConnectionConfig, budget: Duration) -> Connected {
+        let attempt = async {
+            let mut conn = client
+                .get_multiplexed_async_connection_with_config(&config)
+                .await?;
+            let run_id = redis::cmd("INFO")
+                .arg("server")
+                .query_async::<String>(&mut conn)
+                .await
+                .ok()
+                .and_then(|info| {
+                    info.lines()
+                        .find_map(|l| l.strip_prefix("run_id:"))
+                        .map(|id| id.trim().to_owned())
+                });
+            Ok((conn, run_id))
         };
-        let run_id = info
-            .lines()
-            .find_map(|l| l.strip_prefix("run_id:"))
-            .map(|id| id.trim().to_owned());
+        tokio::time::timeout(budget, attempt)
+            .await
+            .unwrap_or_else(|_| {
+                Err(RedisError::from((
+                    redis::ErrorKind::Io,
+                    "connecting took too long",
+                )))
+            })
+    }
+
+    /// Checks that no other node reached the server `run_id` first.
+    fn check_distinct(&self, run_id: Option<String>) -> RedisResult<()> {
         if let Some(run_id) = run_id
             && let Some(other) = self.servers.claim(run_id, self.index, &self.addr)
         {
@@ -197,6 +246,38 @@ impl Node {
         Ok(())
     }
 
+    /// The connection, made now if there is none: waits (holding the gate) for the
+    /// connecting task, which goes on if this call is dropped.
+    async fn connection(&self, slot: &mut Slot) -> RedisResult<(u64, MultiplexedConnection)> {
+        if let Slot::Empty = slot {
+            *slot = Slot::Connecting(tokio::spawn(Self::connect(
+                self.client.clone(),
+                self.config.clone(),
+                self.connect_budget,
+            )));
+        }
+        let made = match slot {
+            Slot::Ready(g, c) => return Ok((*g, c.clone())),
+            Slot::Connecting(task) => task.await,
+            Slot::Empty => Ok(Err(RedisError::from((
+                redis::ErrorKind::Io,
+                "no connection",
+            )))),
+        };
+        *slot = Slot::Empty;
+        let (conn, run_id) = made.map_err(|join| {
+            RedisError::from((
+                redis::ErrorKind::Io,
+                "connecting task ended",
+                join.to_string(),
+            ))
+        })??;
+        self.check_distinct(run_id)?;
+        let g = self.generation.fetch_add(1, Ordering::Relaxed);
+        *slot = Slot::Ready(g, conn.clone());
+        Ok((g, conn))
+    }
+
     /// Runs `f`, its first request handed to the connection before any later call's (see
     /// the module docs).
     async fn in_order<T, F, Fut>(&self, f: F) -> RedisResult<T>
@@ -205,19 +286,7 @@ impl Node {
         Fut: Future<Output = RedisResult<T>>,
     {
         let mut gate = self.conn.lock().await;
-        let (generation, conn) = match &*gate {
-            Some((g, c)) => (*g, c.clone()),
-            None => {
-                let mut c = self
-                    .client
-                    .get_multiplexed_async_connection_with_config(&self.config)
-                    .await?;
-                self.check_distinct(&mut c).await?;
-                let g = self.generation.fetch_add(1, Ordering::Relaxed);
-                *gate = Some((g, c.clone()));
-                (g, c)
-            }
-        };
+        let (generation, conn) = self.connection(&mut gate).await?;
         let mut request = std::pin::pin!(f(conn));
         // One poll puts the request in the pipeline's queue (or in line for a place in it).
         let first = std::future::poll_fn(|cx| Poll::Ready(request.as_mut().poll(cx))).await;
@@ -231,8 +300,8 @@ impl Node {
         {
             // Connect again on the next call, unless another call already has.
             let mut gate = self.conn.lock().await;
-            if gate.as_ref().is_some_and(|(g, _)| *g == generation) {
-                *gate = None;
+            if matches!(&*gate, Slot::Ready(g, _) if *g == generation) {
+                *gate = Slot::Empty;
             }
         }
         result

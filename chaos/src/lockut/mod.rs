@@ -182,10 +182,13 @@ impl LockUnderTest {
             LockUnderTest::Ours(l) => match l.acquire(resource, wait).await {
                 Ok(lease) => Ok(Ok(Lease::Ours(lease))),
                 Err(e) => match failed_rounds(&e) {
-                    Some(rounds) => Ok(Err(AcquireFailure {
-                        rounds,
-                        node_fault: is_node_fault(&e),
-                    })),
+                    Some(rounds) => {
+                        tracing::debug!(resource, error = %e, "acquire failed");
+                        Ok(Err(AcquireFailure {
+                            rounds,
+                            node_fault: is_node_fault(&e),
+                        }))
+                    }
                     None => Err(Fatal(format!("acquire: {e}"))),
                 },
             },

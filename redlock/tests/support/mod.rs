@@ -273,31 +273,44 @@ impl Cluster {
 /// A TCP proxy in front of one server that can strand its existing connections: after
 /// [`StrandingProxy::strand`], connections made before stop forwarding for good (their
 /// sockets stay open, like a half-open connection after a path broke), while new
-/// connections go through. Runs on the test's Tokio runtime.
+/// connections go through. With a delay ([`StrandingProxy::start_slow`]), every new
+/// connection forwards nothing for that long (a slow handshake). Runs on the test's Tokio
+/// runtime.
 #[derive(Debug)]
 pub struct StrandingProxy {
     pub port: u16,
     epoch: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    accepted: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl StrandingProxy {
     pub async fn start(target: u16) -> StrandingProxy {
+        Self::start_slow(target, Duration::ZERO).await
+    }
+
+    /// Like [`StrandingProxy::start`], each new connection held `delay` before it
+    /// forwards anything.
+    pub async fn start_slow(target: u16, delay: Duration) -> StrandingProxy {
         use std::sync::atomic::Ordering;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind proxy");
         let port = listener.local_addr().expect("proxy addr").port();
         let epoch = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let accepted = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
         let shared = std::sync::Arc::clone(&epoch);
+        let counted = std::sync::Arc::clone(&accepted);
         tokio::spawn(async move {
             while let Ok((inbound, _)) = listener.accept().await {
-                let Ok(outbound) = tokio::net::TcpStream::connect(("127.0.0.1", target)).await
-                else {
-                    continue;
-                };
+                counted.fetch_add(1, Ordering::SeqCst);
                 let born = shared.load(Ordering::SeqCst);
                 let epoch = std::sync::Arc::clone(&shared);
                 tokio::spawn(async move {
+                    tokio::time::sleep(delay).await;
+                    let Ok(outbound) = tokio::net::TcpStream::connect(("127.0.0.1", target)).await
+                    else {
+                        return;
+                    };
                     let (mut ri, mut wi) = inbound.into_split();
                     let (mut ro, mut wo) = outbound.into_split();
                     let live = || epoch.load(Ordering::SeqCst) == born;
@@ -311,7 +324,16 @@ impl StrandingProxy {
                 });
             }
         });
-        StrandingProxy { port, epoch }
+        StrandingProxy {
+            port,
+            epoch,
+            accepted,
+        }
+    }
+
+    /// Connections accepted so far.
+    pub fn accepted(&self) -> u64 {
+        self.accepted.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     pub fn url(&self) -> String {
