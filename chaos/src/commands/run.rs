@@ -47,9 +47,10 @@ pub struct RunArgs {
     /// Number of primaries.
     #[arg(long, default_value_t = DEFAULT_NODES)]
     pub nodes: usize,
-    /// The lock under test: `ours` (fenced_redlock), `plain` (the rig's textbook Redlock),
-    /// or a deliberately broken plain one: `quorum-of-one`, `full-validity`,
-    /// `unchecked-release`, `no-node-deadline` (for proving the checker).
+    /// The lock under test: `ours` (fenced_redlock), `rslock` (the peer crate, `peers`
+    /// feature; no fencing tokens, so only `none` and `checked` run), `plain` (the rig's
+    /// textbook Redlock), or a deliberately broken plain one: `quorum-of-one`,
+    /// `full-validity`, `unchecked-release`, `no-node-deadline` (for proving the checker).
     #[arg(long, value_parser = LockKind::parse, default_value = "ours")]
     pub lock: LockKind,
     /// Run id (docker label value); default: a fresh random one.

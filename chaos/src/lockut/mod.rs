@@ -7,11 +7,15 @@
 //!   ([`AcquireFailure`]).
 //! - [`plain`]: a small textbook Redlock with one switch per deliberate mistake
 //!   ([`Mutation`]): the mutants the checker is proven on.
+//! - `rslock` (`peers` feature): the peer client `rslock`, as it is.
 //!
-//! Every adapter hands out fencing tokens (the plain lock computes them as ours does), so
-//! every mode runs on every lock.
+//! Ours and the plain lock hand out fencing tokens (the plain lock computes them as ours
+//! does), so every mode runs on them; rslock has none, so only the unfenced modes run on
+//! it ([`LockKind::fences`]).
 
 pub mod plain;
+#[cfg(feature = "peers")]
+pub mod rslock;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,6 +33,8 @@ pub enum LockKind {
     Ours,
     /// The rig's plain Redlock with `Mutation` (or none).
     Plain(Mutation),
+    /// The peer client `rslock` 0.10 (needs the `peers` feature).
+    Rslock,
 }
 
 impl LockKind {
@@ -38,13 +44,20 @@ impl LockKind {
             LockKind::Ours => "ours",
             LockKind::Plain(Mutation::None) => "plain",
             LockKind::Plain(m) => m.name(),
+            LockKind::Rslock => "rslock",
         }
+    }
+
+    /// Whether its grants carry fencing tokens (the fenced modes run only then).
+    pub fn fences(self) -> bool {
+        !matches!(self, LockKind::Rslock)
     }
 
     /// Every kind, for `--lock` and its help.
     pub fn all() -> Vec<LockKind> {
         let mut v = vec![LockKind::Ours, LockKind::Plain(Mutation::None)];
         v.extend(Mutation::BROKEN.map(LockKind::Plain));
+        v.push(LockKind::Rslock);
         v
     }
 
@@ -101,6 +114,9 @@ pub enum LockUnderTest {
     Ours(Redlock),
     /// The rig's plain Redlock.
     Plain(Arc<PlainRedlock>),
+    /// rslock.
+    #[cfg(feature = "peers")]
+    Rslock(rslock::RslockUnderTest),
 }
 
 /// A held lease of either adapter.
@@ -110,6 +126,9 @@ pub enum Lease {
     Ours(fenced_redlock::Lease),
     /// The plain lock's.
     Plain(plain::PlainLease),
+    /// rslock's.
+    #[cfg(feature = "peers")]
+    Rslock(rslock::RslockLease),
 }
 
 impl Lease {
@@ -124,6 +143,8 @@ impl Lease {
                 attempts: l.attempts(),
             },
             Lease::Plain(l) => *l.granted(),
+            #[cfg(feature = "peers")]
+            Lease::Rslock(l) => *l.granted(),
         }
     }
 }
@@ -141,6 +162,8 @@ impl LockUnderTest {
         match self {
             LockUnderTest::Ours(r) => r.shutdown().await,
             LockUnderTest::Plain(_) => Ok(()),
+            #[cfg(feature = "peers")]
+            LockUnderTest::Rslock(_) => Ok(()),
         }
     }
 
@@ -166,6 +189,14 @@ impl LockUnderTest {
             LockKind::Plain(m) => {
                 PlainRedlock::new(nodes, ttl, m).map(|l| LockUnderTest::Plain(Arc::new(l)))
             }
+            #[cfg(feature = "peers")]
+            LockKind::Rslock => rslock::RslockUnderTest::new(nodes, ttl).map(LockUnderTest::Rslock),
+            #[cfg(not(feature = "peers"))]
+            LockKind::Rslock => Err(
+                "this chaos was built without the `peers` feature, which brings rslock; \
+                 build with `--features peers`"
+                    .into(),
+            ),
         }
     }
 
@@ -193,6 +224,8 @@ impl LockUnderTest {
                 },
             },
             LockUnderTest::Plain(l) => Ok(l.acquire(resource, wait).await.map(Lease::Plain)),
+            #[cfg(feature = "peers")]
+            LockUnderTest::Rslock(l) => Ok(l.acquire(resource, wait).await.map(Lease::Rslock)),
         }
     }
 
@@ -203,8 +236,10 @@ impl LockUnderTest {
                 let _ = l.release().await;
             }
             (LockUnderTest::Plain(p), Lease::Plain(l)) => p.release(l).await,
-            // A plain lease can only come from a plain lock; nothing to do otherwise.
-            (LockUnderTest::Ours(_), Lease::Plain(_)) => {}
+            #[cfg(feature = "peers")]
+            (LockUnderTest::Rslock(r), Lease::Rslock(l)) => r.release(l).await,
+            // A lease can only come from its own lock; nothing to do otherwise.
+            _ => {}
         }
     }
 }

@@ -65,7 +65,7 @@ impl Mutation {
 const DRIFT_FACTOR: f64 = 0.01;
 const DRIFT_FLOOR: Duration = Duration::from_millis(2);
 /// Pause between attempts: uniformly up to this.
-const RETRY_JITTER: Duration = Duration::from_millis(10);
+pub(crate) const RETRY_JITTER: Duration = Duration::from_millis(10);
 
 /// `SET NX PX`; on success the node's fence counter (0 if none), else -1.
 const ACQUIRE: &str = r"

@@ -90,7 +90,7 @@ fn run_header(out: &mut String, r: &ChaosReport) {
     let _ = write!(
         out,
         "<section class=\"run\"><div class=\"head\"><h1>Chaos run {}</h1>{}</div>\
-         <p class=\"meta\">{} · {} backend · {} · {} nodes · seed <code>{}</code> · started {}</p>\
+         <p class=\"meta\">{} · {} backend · {} · {} nodes · lock {} · seed <code>{}</code> · started {}</p>\
          <p class=\"meta\"><code>{}</code></p><nav><ol>",
         escape(&r.run_id),
         badge(r.verdict),
@@ -98,6 +98,7 @@ fn run_header(out: &mut String, r: &ChaosReport) {
         escape(&r.backend),
         escape(&r.server_version),
         r.nodes,
+        escape(&r.lock),
         r.seed,
         escape(&r.started_at),
         escape(&r.command),

@@ -21,6 +21,7 @@ pub fn render_junit(report: &ChaosReport) -> Result<String, ReportError> {
         Property::new("run_id", report.run_id.as_str()),
         Property::new("seed", report.seed.to_string()),
         Property::new("backend", report.backend.as_str()),
+        Property::new("lock", report.lock.as_str()),
         Property::new("server_version", report.server_version.as_str()),
         Property::new("command", report.command.as_str()),
     ]);

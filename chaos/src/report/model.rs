@@ -30,6 +30,9 @@ pub struct ChaosReport {
     pub seed: u64,
     /// `docker` or `local`.
     pub backend: String,
+    /// The lock under test (`chaos run --lock`): `ours`, `rslock`, `plain` or a mutant.
+    #[serde(default = "ours")]
+    pub lock: String,
     /// `redis` or `valkey`.
     pub flavour: String,
     /// E.g. `valkey 8.1.8`.
@@ -44,6 +47,11 @@ pub struct ChaosReport {
     pub scenarios: Vec<ScenarioReport>,
     /// Worst verdict over all scenarios.
     pub verdict: Outcome,
+}
+
+/// The lock of reports written before `lock` was recorded.
+fn ours() -> String {
+    "ours".into()
 }
 
 /// Pass, fail, or the harness could not tell.

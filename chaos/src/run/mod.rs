@@ -161,6 +161,7 @@ pub async fn run_until(
             BackendKind::Local => "local",
         }
         .into(),
+        lock: cfg.lock.name().into(),
         flavour: cfg.flavour.name().into(),
         server_version: String::new(),
         nodes: cfg.nodes,

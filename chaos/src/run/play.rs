@@ -32,7 +32,7 @@ use super::suite;
 use super::verdict::verdict;
 use super::worker_proc::{self, ProcessControl};
 use crate::cluster::{Cluster, NodeId};
-use crate::lockut::LockUnderTest;
+use crate::lockut::{LockKind, LockUnderTest};
 use crate::nemesis::{Fault, FaultRecord, Nemesis, NemesisReport, PartitionVia, Targets};
 use crate::report::model::IDLE_FAULT_MIN_MS;
 use crate::report::observer::{Progress, RunObserver};
@@ -81,7 +81,11 @@ pub(crate) async fn play(
         total,
         elapsed: Duration::ZERO,
         duration,
-        sections: Mode::ALL.iter().map(|m| (m.name().to_owned(), 0)).collect(),
+        sections: Mode::ALL
+            .iter()
+            .filter(|m| runs_on(**m, env.cfg.lock))
+            .map(|m| (m.name().to_owned(), 0))
+            .collect(),
         active_faults: Vec::new(),
     };
     observer.scenario_started(&progress);
@@ -97,7 +101,12 @@ pub(crate) async fn play(
                   faults: Vec<FaultWindow>,
                   modes: BTreeMap<String, ModeReport>,
                   timeline: BTreeMap<String, ModeTimeline>| {
-        let verdict = verdict(scenario.expectation, &modes, &harness);
+        let verdict = verdict(
+            scenario.expectation,
+            &modes,
+            &harness,
+            env.cfg.lock.fences(),
+        );
         ScenarioReport {
             name: scenario.name.into(),
             about: scenario.about.into(),
@@ -224,6 +233,7 @@ pub(crate) async fn play(
                     progress.sections = Mode::ALL
                         .iter()
                         .zip(lock(&records).iter())
+                        .filter(|(m, _)| runs_on(**m, env.cfg.lock))
                         .map(|(m, r)| (m.name().to_owned(), r.sections()))
                         .collect();
                     progress.active_faults = nemesis
@@ -286,6 +296,9 @@ pub(crate) async fn play(
     let mut modes: BTreeMap<String, ModeReport> = BTreeMap::new();
     let mut timeline: BTreeMap<String, ModeTimeline> = BTreeMap::new();
     for ((mode, row), record) in Mode::ALL.iter().zip(&rows).zip(records) {
+        if !runs_on(*mode, env.cfg.lock) {
+            continue;
+        }
         for f in record.failures() {
             harness.push(format!("{}: {f}", mode.name()));
         }
@@ -381,6 +394,9 @@ async fn start_workers(
     let ttl = scenario_ttl(scenario, cfg.ttl);
     let victim_urls = split::victim_view(&env.worker_urls);
     for (m, mode) in Mode::ALL.iter().enumerate() {
+        if !runs_on(*mode, cfg.lock) {
+            continue;
+        }
         let resource = format!("chaos:{}:{}:{}", env.run_id, scenario.name, mode.name());
         let build = |urls: &[String]| {
             LockUnderTest::build(cfg.lock, urls, ttl, &resource)
@@ -567,6 +583,11 @@ fn detail(rec: &FaultRecord, processes: bool) -> String {
         Fault::ClientStall if processes => "SIGSTOP of this worker's process in every mode".into(),
         Fault::ClientStall => "worker stalled".into(),
     }
+}
+
+/// Whether `mode` runs on `lock`: the fenced modes need fencing tokens.
+fn runs_on(mode: Mode, lock: LockKind) -> bool {
+    lock.fences() || !mode.is_fenced()
 }
 
 #[cfg(test)]

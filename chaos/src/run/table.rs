@@ -27,8 +27,8 @@ pub fn render(report: &ChaosReport) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "run {} · {} backend · {} · seed {}",
-        report.run_id, report.backend, report.server_version, report.seed
+        "run {} · {} backend · {} · lock {} · seed {}",
+        report.run_id, report.backend, report.server_version, report.lock, report.seed
     );
     let _ = writeln!(
         out,

@@ -9,6 +9,9 @@
 //! | may violate, fencing holds | claim_first lost = 0; the rest is reported | claim_first lost anything |
 //! | must show X | every mode: sections > 0; `none` shows X (a lost update, or an exclusion violation); claim_first lost 0; the rest is reported | the rig did not observe X, or claim_first lost anything |
 //!
+//! A lock without fencing tokens (`--lock rslock`) runs only `none` and `checked`: the
+//! claim-first check is then replaced by a note that the fenced modes did not apply.
+//!
 //! The outcome is [`Outcome::Unknown`] instead, whatever the numbers, when the harness
 //! could not tell: a worker failed (PostgreSQL, a setting), a fault could not be applied or
 //! was left unhealed, the run was interrupted, or `lost` is negative (more increments than
@@ -67,11 +70,13 @@ fn reported(name: &str, m: &ModeReport) -> String {
 }
 
 /// The verdict for `expectation` given each mode's report and the harness problems seen
-/// (empty when the harness worked).
+/// (empty when the harness worked); `fenced`: whether the lock under test hands out
+/// fencing tokens (the fenced modes ran).
 pub fn verdict(
     expectation: Expectation,
     modes: &BTreeMap<String, ModeReport>,
     harness: &[String],
+    fenced: bool,
 ) -> Verdict {
     let mut reasons: Vec<String> = harness.iter().map(|h| format!("harness: {h}")).collect();
     let mut outcome = if harness.is_empty() {
@@ -104,8 +109,15 @@ pub fn verdict(
     };
     // Reported numbers go after the checks' reasons.
     let mut notes: Vec<String> = Vec::new();
+    if !fenced {
+        notes.push(
+            "not applicable: write_only, claim_first (the lock under test hands out no fencing tokens)"
+                .into(),
+        );
+    }
     let claim_first_loses_nothing =
         |check: &mut dyn FnMut(&str, bool, String)| match modes.get(CLAIM_FIRST) {
+            None if !fenced => {}
             Some(m) => check(
                 CLAIM_FIRST,
                 m.lost <= 0,
@@ -273,7 +285,7 @@ mod tests {
     #[test]
     fn safe_and_available() {
         let good = modes(mode(10, 0, 0, 0), mode(10, 0, 0, 0));
-        let v = verdict(Expectation::SafeAndAvailable, &good, &[]);
+        let v = verdict(Expectation::SafeAndAvailable, &good, &[], true);
         assert_eq!(v.outcome, Outcome::Pass, "{:?}", v.reasons);
         // 4 modes × (violations, tokens, lost, sections, idle faults) + none's report.
         assert_eq!(v.reasons.len(), 21);
@@ -285,7 +297,7 @@ mod tests {
             },
         );
         assert_eq!(
-            verdict(Expectation::SafeAndAvailable, &stopped, &[]).failed_modes,
+            verdict(Expectation::SafeAndAvailable, &stopped, &[], true).failed_modes,
             ["claim_first"]
         );
         // A naive loss explained by a stale write is reported, not failed.
@@ -296,11 +308,11 @@ mod tests {
             },
             mode(10, 0, 0, 0),
         );
-        let v = verdict(Expectation::SafeAndAvailable, &explained, &[]);
+        let v = verdict(Expectation::SafeAndAvailable, &explained, &[], true);
         assert_eq!(v.outcome, Outcome::Pass, "{:?}", v.reasons);
         assert!(v.reasons.iter().any(|r| r.contains("none: lost 2 (20.0 %")));
         let unexplained = modes(mode(10, 2, 0, 0), mode(10, 0, 0, 0));
-        let v = verdict(Expectation::SafeAndAvailable, &unexplained, &[]);
+        let v = verdict(Expectation::SafeAndAvailable, &unexplained, &[], true);
         assert_eq!(v.outcome, Outcome::Fail);
         assert_eq!(v.failed_modes, ["none"]);
         let mut checked_lost = modes(mode(10, 0, 0, 0), mode(10, 0, 0, 0));
@@ -312,7 +324,7 @@ mod tests {
             },
         );
         assert_eq!(
-            verdict(Expectation::SafeAndAvailable, &checked_lost, &[]).outcome,
+            verdict(Expectation::SafeAndAvailable, &checked_lost, &[], true).outcome,
             Outcome::Fail
         );
         let duplicate_token = modes(
@@ -323,12 +335,12 @@ mod tests {
             },
         );
         assert_eq!(
-            verdict(Expectation::SafeAndAvailable, &duplicate_token, &[]).failed_modes,
+            verdict(Expectation::SafeAndAvailable, &duplicate_token, &[], true).failed_modes,
             ["claim_first"]
         );
         let idle = modes(mode(0, 0, 0, 0), mode(10, 0, 0, 0));
         assert_eq!(
-            verdict(Expectation::SafeAndAvailable, &idle, &[]).outcome,
+            verdict(Expectation::SafeAndAvailable, &idle, &[], true).outcome,
             Outcome::Fail
         );
     }
@@ -340,11 +352,11 @@ mod tests {
         all.insert("write_only".into(), mode(3, 0, 0, 1));
         all.insert("checked".into(), mode(3, 0, 0, 1));
         assert_eq!(
-            verdict(Expectation::UnavailableButSafe, &all, &[]).outcome,
+            verdict(Expectation::UnavailableButSafe, &all, &[], true).outcome,
             Outcome::Pass
         );
         assert_eq!(
-            verdict(Expectation::UnavailableButSafe, &felt, &[]).outcome,
+            verdict(Expectation::UnavailableButSafe, &felt, &[], true).outcome,
             Outcome::Fail
         );
     }
@@ -352,12 +364,12 @@ mod tests {
     #[test]
     fn fencing_holds_ignores_unfenced_losses_but_not_claim_first() {
         let unfenced = modes(mode(10, 5, 3, 0), mode(10, 0, 0, 0));
-        let v = verdict(Expectation::MayViolateFencingHolds, &unfenced, &[]);
+        let v = verdict(Expectation::MayViolateFencingHolds, &unfenced, &[], true);
         assert_eq!(v.outcome, Outcome::Pass, "{:?}", v.reasons);
         assert!(v.reasons.iter().any(|r| r.contains("none: lost 5")));
         let fenced = modes(mode(10, 0, 0, 0), mode(10, 1, 0, 0));
         assert_eq!(
-            verdict(Expectation::MayViolateFencingHolds, &fenced, &[]).outcome,
+            verdict(Expectation::MayViolateFencingHolds, &fenced, &[], true).outcome,
             Outcome::Fail
         );
     }
@@ -366,7 +378,7 @@ mod tests {
     fn must_show_fails_a_blind_rig() {
         let lost = Expectation::MustShow(Anomaly::LostUpdate);
         let blind = modes(mode(10, 0, 0, 0), mode(10, 0, 0, 0));
-        let v = verdict(lost, &blind, &[]);
+        let v = verdict(lost, &blind, &[], true);
         assert_eq!(v.outcome, Outcome::Fail);
         assert_eq!(v.failed_modes, ["none"]);
         assert!(
@@ -377,21 +389,36 @@ mod tests {
             v.reasons
         );
         let seen = modes(mode(10, 3, 0, 0), mode(10, 0, 0, 0));
-        assert_eq!(verdict(lost, &seen, &[]).outcome, Outcome::Pass);
+        assert_eq!(verdict(lost, &seen, &[], true).outcome, Outcome::Pass);
         let fenced_lost = modes(mode(10, 3, 0, 0), mode(10, 1, 0, 0));
         assert_eq!(
-            verdict(lost, &fenced_lost, &[]).failed_modes,
+            verdict(lost, &fenced_lost, &[], true).failed_modes,
             ["claim_first"]
         );
         let overlap = Expectation::MustShow(Anomaly::ExclusionViolation);
         // A loss is not an exclusion violation.
-        assert_eq!(verdict(overlap, &seen, &[]).outcome, Outcome::Fail);
+        assert_eq!(verdict(overlap, &seen, &[], true).outcome, Outcome::Fail);
         let violated = modes(mode(10, 0, 2, 0), mode(10, 0, 2, 0));
-        assert_eq!(verdict(overlap, &violated, &[]).outcome, Outcome::Pass);
+        assert_eq!(
+            verdict(overlap, &violated, &[], true).outcome,
+            Outcome::Pass
+        );
         let idle = modes(mode(0, 0, 0, 0), mode(0, 0, 0, 0));
-        let v = verdict(lost, &idle, &[]);
+        let v = verdict(lost, &idle, &[], true);
         assert!(v.reasons.iter().any(|r| r.contains("none: 0 sections")));
         assert_eq!(v.outcome, Outcome::Fail);
+    }
+
+    #[test]
+    fn a_lock_without_tokens_is_judged_on_its_unfenced_modes() {
+        let mut only_none = modes(mode(10, 3, 0, 0), mode(10, 0, 0, 0));
+        only_none.remove(CLAIM_FIRST);
+        let lost = Expectation::MustShow(Anomaly::LostUpdate);
+        let v = verdict(lost, &only_none, &[], false);
+        assert_eq!(v.outcome, Outcome::Pass, "{:?}", v.reasons);
+        assert!(v.reasons.iter().any(|r| r.contains("not applicable")));
+        // With tokens, a missing claim_first is a failure.
+        assert_eq!(verdict(lost, &only_none, &[], true).outcome, Outcome::Fail);
     }
 
     #[test]
@@ -401,12 +428,13 @@ mod tests {
             Expectation::SafeAndAvailable,
             &good,
             &["fault left unhealed".into()],
+            true,
         );
         assert_eq!(v.outcome, Outcome::Unknown);
         assert!(v.reasons[0].starts_with("harness:"));
         let negative = modes(mode(10, -1, 0, 0), mode(10, 0, 0, 0));
         assert_eq!(
-            verdict(Expectation::SafeAndAvailable, &negative, &[]).outcome,
+            verdict(Expectation::SafeAndAvailable, &negative, &[], true).outcome,
             Outcome::Unknown
         );
     }

@@ -270,6 +270,7 @@ pub fn report(n: usize, grants_per_mode: usize) -> ChaosReport {
         run_id: "r-test-0001".into(),
         seed: 42,
         backend: "docker".into(),
+        lock: "ours".into(),
         flavour: "valkey".into(),
         server_version: "valkey 8.1.8".into(),
         nodes: 5,
