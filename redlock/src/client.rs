@@ -10,7 +10,7 @@ use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
 use crate::config::{Builder, Settings};
-use crate::error::{ConfigError, LockError};
+use crate::error::{ConfigError, LockError, NodeError};
 use crate::fence::FenceToken;
 use crate::lease::{Lease, NodeOutcome, NodeReport};
 use crate::node::Node;
@@ -486,16 +486,26 @@ impl Redlock {
                     let (key, fence_key, token) =
                         (Arc::clone(&key), Arc::clone(&fence_key), token.clone());
                     async move {
-                        node.call(deadline, |mut c| async move {
-                            let held: i64 = script::FENCE_WRITE
-                                .call(&[key.as_bytes(), &fence_key])
-                                .arg(token.as_str())
-                                .arg(next.get())
-                                .query_async(&mut c)
-                                .await?;
-                            Ok((held == 1).then_some(()))
-                        })
-                        .await
+                        let reply = node
+                            .call(deadline, |mut c| async move {
+                                let held: i64 = script::FENCE_WRITE
+                                    .call(&[key.as_bytes(), &fence_key])
+                                    .arg(token.as_str())
+                                    .arg(next.get())
+                                    .query_async(&mut c)
+                                    .await?;
+                                Ok(held)
+                            })
+                            .await;
+                        // A counter already at the token is not a "yes": the quorum of
+                        // clean writes is what makes the token larger than every earlier
+                        // grant's (see `fence.rs`).
+                        match reply {
+                            (Ok(1), t) => (Ok(Some(())), t),
+                            (Ok(2), t) => (Err(NodeError::FenceAhead(next.get())), t),
+                            (Ok(_), t) => (Ok(None), t),
+                            (Err(e), t) => (Err(e), t),
+                        }
                     }
                 })
                 .await;

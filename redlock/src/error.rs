@@ -111,6 +111,14 @@ pub enum NodeError {
         "same server as node {0} (same run_id): list every primary once; this vote is not counted"
     )]
     SameServer(String),
+    /// The fence write found the node's counter already at or above the token this attempt
+    /// chose: another grant has used it (a clock that jumped or a node that lost data let
+    /// two attempts read the same maximum). The attempt is refused rather than handing out
+    /// a token that is not larger than every earlier one; a waiting acquire retries.
+    #[error(
+        "fence counter already at {0} or more: another grant took this token (clock jump or lost data on a node); refused, retry for a larger one"
+    )]
+    FenceAhead(u64),
 }
 
 impl NodeError {

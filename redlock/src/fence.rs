@@ -6,10 +6,12 @@
 //! atomic script per node: `SET K token NX PX ttl` and, if that succeeded, read the
 //! counter. With a quorum of yes votes the client takes
 //! `t = max(fences read) + 1` and, in a second round sent to **every** node, raises
-//! `K:fence` to `t` where it is lower and asks whether `K` still holds our token. The
-//! lease is returned only if a quorum answered "still ours" — so `t` was written to a
-//! quorum while the lock was held there — and only with the validity recomputed after
-//! both rounds.
+//! `K:fence` to `t` where it is lower and asks whether `K` still holds our token. A node
+//! counts as a yes only if our key was still there **and** its counter was below `t`
+//! (a counter already at `t` or above means another grant took this token:
+//! [`NodeError::FenceAhead`](crate::NodeError::FenceAhead)). The lease is returned only
+//! if a quorum said yes — so `t` was written to a quorum, over smaller counters, while
+//! the lock was held there — and only with the validity recomputed after both rounds.
 //!
 //! # Why a later grant gets a larger token
 //! Let grant A with token `a` be returned, and grant B's first round succeed later.
@@ -20,19 +22,33 @@
 //! the fence in the same atomic step, so it reads at least `a` and picks `b ≥ a + 1`.
 //! The counter itself only ever rises (`set-if-greater`), so nothing else can lower it.
 //!
+//! A second argument, which needs no assumption about the first round, covers what the
+//! first one cannot (below): A's and B's second rounds each needed a quorum of clean
+//! writes, so some node `m` counted for both. On `m`, B's write ran after A's (B's first
+//! round succeeded after A returned, and A's write preceded its return), so B found the
+//! counter at `a` or above, and counted `m` only if `b > a`. The same holds for two
+//! grants that chose one token: on the node both counted, the second writer found its own
+//! token already there. So returned tokens are unique and grow in the order grants
+//! return, as long as the counters on `m` are not forgotten.
+//!
 //! # What breaks it
 //! - **Amnesia.** A node that restarts without its data (no AOF, `FLUSHALL`) forgets its
-//!   counter. If `n` above is such a node, B may read a stale maximum. The guarantee
-//!   holds while the nodes that kept `a` and B's quorum still overlap: when A's fence
-//!   reached all `N` nodes (the normal case: the second round goes to every node, and a
-//!   release on the same connections runs after it), up to `N − q` nodes may lose their
-//!   data; when it reached only a bare quorum, none may. Restart amnesic nodes only after
-//!   they have been out for longer than the TTL *and* re-seed them — or run with
-//!   `appendfsync always`.
+//!   counter. If that node is `n` above, B may read a stale maximum; if it is also `m`,
+//!   B's fence write finds nothing there and counts it. Two grants can then share a token
+//!   — Kleppmann's case: the holder held a bare quorum and one of its nodes came back
+//!   empty. Tokens stay safe while some node that counted for every returned grant keeps
+//!   its counter: when each fence reached all `N` nodes (the normal case: the second round
+//!   goes to every node), up to `N − q` nodes may lose their data, **if each stayed out
+//!   for longer than the TTL** (so no acquire still in flight counts a vote it gave before
+//!   it forgot); when a fence reached only a bare quorum, none may. Restart amnesic nodes
+//!   only after they have been out for longer than the TTL *and* re-seed them — or run
+//!   with `appendfsync always`.
 //! - **Clock jumps.** If a node's clock jumps forward, A's key expires early there, B may
-//!   take the lock while A still believes it holds it: mutual exclusion fails, but the
-//!   argument above still holds, so B's token is still larger and a fenced resource
-//!   rejects A. Tokens are only as monotonic as the counters are durable.
+//!   take the lock while A still believes it holds it: mutual exclusion fails. Tokens do
+//!   not: the second argument above needs no clock, so B's token is larger (or B is
+//!   refused) and a fenced resource rejects A. Without the "counter below `t`" rule a
+//!   jump could repeat a token (B read the shared node before the jump let A in); the
+//!   model in `redlock/tests/model.rs` found that trace and checks the rule closes it.
 //! - **Integers.** Counters live as Lua numbers (doubles); tokens stop at 2^53 with
 //!   [`LockError::FenceExhausted`](crate::LockError::FenceExhausted).
 //!

@@ -47,14 +47,17 @@ end
 return -1");
 
 /// Raise the fence to ARGV[2] if it is lower (never lower it), then report whether our
-/// token still holds the lock here: 1 yes, 0 no.
+/// token still holds the lock here: 1 yes, 0 no; 2: yes, but the counter was already at
+/// ARGV[2] or above (another grant took this token: see `fence.rs`, "clock jumps").
 pub(crate) const FENCE_WRITE: Lua = Lua(r"
 local current = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
-if tonumber(ARGV[2]) > current then
+local ahead = tonumber(ARGV[2]) <= current
+if not ahead then
   redis.call('SET', KEYS[2], ARGV[2])
 end
-if redis.call('GET', KEYS[1]) == ARGV[1] then return 1 end
-return 0");
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+if ahead then return 2 end
+return 1");
 
 /// Compare-and-delete, then announce the release id ARGV[3] on channel ARGV[2] (none when
 /// empty): 1 released, 0 already gone, −1 held by another.

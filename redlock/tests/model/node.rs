@@ -49,8 +49,10 @@ impl Node {
             }
             Request::FenceWrite { attempt, fence } => {
                 // Set-if-greater first, whoever holds the key: the counter never falls.
+                // A counter already at `fence` is not a yes (another grant took it).
+                let ahead = self.fence >= fence;
                 self.fence = self.fence.max(fence);
-                let held = self.holds(Owner { client, attempt });
+                let held = self.holds(Owner { client, attempt }) && !ahead;
                 Some(Reply::FenceWrite { attempt, held })
             }
             Request::Extend { attempt } => {

@@ -46,7 +46,8 @@ pub(crate) enum Request {
 pub(crate) enum Reply {
     /// `Some(counter)` granted, `None` held by another.
     Acquire { attempt: u8, fence: Option<u8> },
-    /// Whether our key still held the lock when the counter was raised.
+    /// Whether our key still held the lock when the counter was raised, and the counter
+    /// was below our token (a counter already there is not a yes).
     FenceWrite { attempt: u8, held: bool },
     /// Whether the key was ours and got its TTL back.
     Extend { attempt: u8, ok: bool },

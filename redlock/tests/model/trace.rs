@@ -81,7 +81,9 @@ fn reply(r: &Reply) -> String {
     match r {
         Reply::Acquire { fence: Some(f), .. } => format!("granted, counter read {f}"),
         Reply::Acquire { fence: None, .. } => "refused (held)".into(),
-        Reply::FenceWrite { held, .. } => format!("counter raised, key still ours: {held}"),
+        Reply::FenceWrite { held, .. } => {
+            format!("counter raised (was lower), key still ours: {held}")
+        }
         Reply::Extend { ok, .. } => format!("extended: {ok}"),
     }
 }
