@@ -18,8 +18,10 @@ pub async fn engine_or_skip(test: &str) -> bool {
     false
 }
 
-/// The workspace's `chaos` binary (built by `cargo nextest run --workspace` / `cargo test
-/// --workspace` with the rest); `$CHAOS_BIN` overrides.
+/// The `chaos` binary the end-to-end runs start workers and the proxy image from:
+/// `$CHAOS_BIN` (`scripts/test` sets it to the release build), else the workspace's debug
+/// build (made by `cargo nextest run --workspace` with the rest). The debug build is slow
+/// enough to miss the scenarios' 20 ms node deadlines on Docker: use `scripts/test`.
 pub fn chaos_bin() -> PathBuf {
     if let Some(p) = std::env::var_os("CHAOS_BIN") {
         return PathBuf::from(p);
