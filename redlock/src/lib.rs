@@ -48,8 +48,9 @@
 //!   window, it does not close it.
 //! - **Clocks.** Validity assumes the servers' clocks advance at nearly the rate of
 //!   ours (the drift allowance is 1 % + 2 ms). A server clock that *jumps* (manual change,
-//!   NTP step) expires keys early and two holders can overlap. Run servers with slewing
-//!   time sync, not stepping.
+//!   NTP step) expires keys early and two holders can overlap. Fencing tokens still
+//!   grow (see [`fence`]), so a fenced resource refuses the older holder. Run servers with
+//!   slewing time sync, not stepping.
 //! - **Restarts without persistence.** A primary that restarts empty forgets the keys
 //!   it held; a second client can then gather a majority while the first still holds
 //!   its lease. Use `appendonly yes` with `appendfsync always`, or keep a restarted node
