@@ -8,6 +8,7 @@
 use std::time::Duration;
 
 use super::chaos_workload::{GrantOutcome, WorkerEvent};
+use crate::bench::stats::percentile;
 use crate::checker::{self, Window};
 use crate::report::{
     CounterSample, FenceMark, GrantSpan, LatencySample, ModeReport, ModeTimeline, Ms, PauseSpan,
@@ -204,8 +205,8 @@ impl ModeRecord {
             acquire_attempts: self.attempts,
             acquire_failures: self.attempts.saturating_sub(self.successes),
             acquire_errors: self.errors,
-            acquire_p50_us: percentile(&self.ok_latencies_us, 0.50),
-            acquire_p99_us: percentile(&self.ok_latencies_us, 0.99),
+            acquire_p50_us: percentile(&self.ok_latencies_us, 50.0),
+            acquire_p99_us: percentile(&self.ok_latencies_us, 99.0),
             stalls: self.stalls,
             final_value,
             abandoned: self.abandoned,
@@ -217,15 +218,6 @@ impl ModeRecord {
         };
         (report, self.timeline)
     }
-}
-
-/// Nearest-rank percentile of sorted values (0 when there are none).
-fn percentile(sorted: &[u64], p: f64) -> u64 {
-    if sorted.is_empty() {
-        return 0;
-    }
-    let rank = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
-    sorted[rank - 1]
 }
 
 #[cfg(test)]
