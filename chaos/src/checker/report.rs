@@ -15,6 +15,10 @@ pub struct RunReport {
     pub rejected: u64,
     /// Pairs of grants whose hold windows overlapped.
     pub exclusion_violations: u64,
+    /// Waiting acquires that ended without the lock (contention, slow or unreachable
+    /// nodes), each retried: the harness rides them out instead of failing the run.
+    #[serde(default)]
+    pub acquire_failures: u64,
 }
 
 /// Increments missing from the counter: `sections − final value`. Negative would mean

@@ -147,12 +147,13 @@ pub async fn run(args: FencingTableArgs) -> Result<Outcome, String> {
     let started = Instant::now();
     let progress: Arc<table::Progress> = Arc::new(|done, total, rate, mode, run, r, elapsed| {
         eprintln!(
-            "[{done}/{total}] rate {rate} {} run {run}: stalls {} lost {} rejected {} violations {} ({:.1}s)",
+            "[{done}/{total}] rate {rate} {} run {run}: stalls {} lost {} rejected {} violations {} failed acquires {} ({:.1}s)",
             mode.name(),
             r.stalls,
             r.lost,
             r.rejected,
             r.exclusion_violations,
+            r.acquire_failures,
             elapsed.as_secs_f64()
         );
     });

@@ -26,10 +26,6 @@ use super::stall::Stall;
 use crate::checker::{self, RunReport, Window};
 use crate::pg::{self, PgHarnessError};
 
-/// A waiting acquire that times out is retried this many times in a row before the run
-/// gives up (with 8 workers and 300 ms stalls a wait of seconds is already extreme).
-const ACQUIRE_RETRIES: u32 = 5;
-
 /// Settings of one run.
 #[derive(Debug, Clone)]
 pub struct CounterConfig {
@@ -156,6 +152,9 @@ struct Ctx {
     t0: Instant,
     deadline: Instant,
     reserved: AtomicU64,
+    /// Waiting acquires that ended without the lock (contention, slow or unreachable
+    /// nodes): counted and retried.
+    acquire_failures: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -201,6 +200,7 @@ pub async fn run_counter(cfg: CounterConfig) -> Result<RunOutcome, RunError> {
         lock,
         t0,
         reserved: AtomicU64::new(0),
+        acquire_failures: AtomicU64::new(0),
     });
     let mut tasks = tokio::task::JoinSet::new();
     for (i, client) in clients.into_iter().enumerate() {
@@ -248,6 +248,7 @@ pub async fn run_counter(cfg: CounterConfig) -> Result<RunOutcome, RunError> {
         lost: checker::lost(ctx.cfg.sections, final_value),
         rejected: stats.rejected,
         exclusion_violations: checker::exclusion_violations(&windows),
+        acquire_failures: ctx.acquire_failures.load(Ordering::Relaxed),
     };
     Ok(RunOutcome {
         report,
@@ -347,15 +348,28 @@ impl Ctx {
     }
 }
 
+/// Acquires the run's lock, retrying (and counting) every failure that slow, frozen or
+/// unreachable nodes or contention can cause, until the run's deadline. Only a failure no
+/// retry can fix (settings, an exhausted fencing counter) ends the run early.
 async fn acquire(ctx: &Ctx, worker: usize) -> Result<fenced_redlock::Lease, RunError> {
     let wait = ctx.cfg.acquire_wait;
-    let mut tries = 0;
     loop {
         match ctx.lock.acquire(&ctx.cfg.resource, wait).await {
             Ok(lease) => return Ok(lease),
-            Err(e) if tries < ACQUIRE_RETRIES && Instant::now() < ctx.deadline => {
+            Err(
+                e @ (LockError::QuorumNotReached { .. }
+                | LockError::WaitTimeout { .. }
+                | LockError::NoValidityLeft { .. }),
+            ) => {
+                ctx.acquire_failures.fetch_add(1, Ordering::Relaxed);
+                if Instant::now() >= ctx.deadline {
+                    return Err(RunError::Lock {
+                        worker,
+                        wait,
+                        source: e,
+                    });
+                }
                 tracing::debug!(worker, error = %e, "acquire failed; retrying");
-                tries += 1;
             }
             Err(source) => {
                 return Err(RunError::Lock {

@@ -182,14 +182,23 @@ fn run_seed(seed: u64, rate_index: usize, run: u32) -> u64 {
         .wrapping_add(u64::from(run))
 }
 
-/// The table as text: per rate and mode, stalls, lost (median and range), rejected and
-/// exclusion violations (medians over runs, violations summed).
+/// The table as text: per rate and mode, stalls, lost (median and range), rejected,
+/// exclusion violations and failed acquires (medians over runs, violations and failed
+/// acquires summed).
 pub fn render(result: &TableResult) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<10} {:<12} {:>6} {:>8} {:>8} {:>16} {:>9} {:>10}",
-        "stall", "mode", "runs", "stalls", "lost", "lost range", "rejected", "violations"
+        "{:<10} {:<12} {:>6} {:>8} {:>8} {:>16} {:>9} {:>10} {:>12}",
+        "stall",
+        "mode",
+        "runs",
+        "stalls",
+        "lost",
+        "lost range",
+        "rejected",
+        "violations",
+        "acq. failed"
     );
     for row in &result.rows {
         let runs = &row.runs;
@@ -197,11 +206,12 @@ pub fn render(result: &TableResult) -> String {
         let lost = Summary::of(runs.iter().map(|r| r.lost));
         let rejected = Summary::of(runs.iter().map(|r| r.rejected as i64));
         let violations: u64 = runs.iter().map(|r| r.exclusion_violations).sum();
+        let failed: u64 = runs.iter().map(|r| r.acquire_failures).sum();
         let med = |s: Option<Summary>| s.map_or("-".to_owned(), |s| format!("{}", s.median));
         let range = lost.map_or("-".to_owned(), |s| format!("{}..{}", s.min, s.max));
         let _ = writeln!(
             out,
-            "{:<10} {:<12} {:>6} {:>8} {:>8} {:>16} {:>9} {:>10}",
+            "{:<10} {:<12} {:>6} {:>8} {:>8} {:>16} {:>9} {:>10} {:>12}",
             format!("{}%", row.stall_rate * 100.0),
             row.mode.name(),
             runs.len(),
@@ -209,10 +219,11 @@ pub fn render(result: &TableResult) -> String {
             med(lost),
             range,
             med(rejected),
-            violations
+            violations,
+            failed
         );
     }
-    out.push_str("stalls, lost, rejected: median over runs; lost range: min..max; violations: overlapping grant pairs, summed\n");
+    out.push_str("stalls, lost, rejected: median over runs; lost range: min..max; violations: overlapping grant pairs, summed; acq. failed: waiting acquires that ended without the lock (retried), summed\n");
     out
 }
 
@@ -227,6 +238,7 @@ mod tests {
             lost,
             rejected: 0,
             exclusion_violations: 0,
+            acquire_failures: 0,
         }
     }
 
