@@ -42,7 +42,11 @@ async fn huge_durations_saturate_instead_of_panicking() {
     );
     assert!(held.is_held());
     let report = held.release().await;
-    assert_eq!(report.released(), 3, "{report:?}");
+    // The waiter may win with two of three: the release notice can reach it before the
+    // first lease's delete reached the third node, whose SET NX then said no (seen in CI
+    // under load: `[AlreadyGone, Released, Released]`). Whatever it held, it released,
+    // and nothing is left.
+    assert!(report.released() >= 2, "{report:?}");
     assert!(block_in_place(|| cluster.holding("huge")).is_empty());
 }
 
