@@ -4,7 +4,8 @@
 //! - `chaos up`: bring a cluster up, print its worker URLs, write the state file, leave it
 //!   running.
 //! - `chaos down`: remove everything `chaos up` (or a crashed run) left behind.
-//! - `chaos scenarios`: list the named fault scenarios, one line each.
+//! - `chaos scenarios`: list the named fault scenarios, one line each (`--json`: all of
+//!   them in the scenario file format; `--toml NAME`: one as a TOML file).
 //! - `chaos fencing-table`: the fenced counter at every stall rate × mode (see the library's
 //!   `commands::fencing_table`).
 //! - `chaos lock`: acquire once, hold, release, report per node.
@@ -58,8 +59,9 @@ enum Command {
     Up(UpArgs),
     /// Remove what `chaos up` left: the run in the state file, `--run ID`, or `--all` runs.
     Down(DownArgs),
-    /// List the named fault scenarios: name, what happens, what the run should show.
-    Scenarios,
+    /// List the named fault scenarios: name, what happens, what the run should show (or,
+    /// with --json / --toml, in the scenario file format).
+    Scenarios(ScenariosArgs),
     /// Run the fenced counter at every stall rate × mode and print lost updates per setting.
     FencingTable(FencingTableArgs),
     /// Acquire a lock once, hold it, release it, and report what each node said.
@@ -139,6 +141,51 @@ fn toxiproxy_dialect(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
             }
         })
         .collect()
+}
+
+#[derive(Debug, Args)]
+struct ScenariosArgs {
+    /// Print every built-in as a JSON array in the scenario file format (one element, e.g.
+    /// `jq '.[0]'`, is a valid `--scenario-file`).
+    #[arg(long, conflicts_with = "toml")]
+    json: bool,
+    /// Print the built-in NAME as a TOML scenario file.
+    #[arg(long, value_name = "NAME")]
+    toml: Option<String>,
+}
+
+fn scenarios(args: ScenariosArgs) -> Result<(), Box<dyn std::error::Error>> {
+    use redlock_chaos::scenario::{SCENARIOS, Work, find};
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&*SCENARIOS)?);
+        return Ok(());
+    }
+    if let Some(name) = &args.toml {
+        let s = find(name).ok_or_else(|| {
+            let known: Vec<&str> = SCENARIOS.iter().map(|s| s.name.as_str()).collect();
+            UsageError(format!(
+                "--toml {name}: no such scenario; use one of {}",
+                known.join(", ")
+            ))
+        })?;
+        print!("{}", toml::to_string(s)?);
+        return Ok(());
+    }
+    for s in SCENARIOS.iter() {
+        let work = match s.work {
+            Work::Run => "sections: --work (5 ms)".to_owned(),
+            Work::Fixed(d) => format!("sections: {} ms of work", d.as_millis()),
+            Work::ToValidity => "sections: work to the end of the reported validity".into(),
+        };
+        println!(
+            "{:<20} {}  [{work}] [expect: {}]",
+            s.name,
+            s.about,
+            s.expectation.describe()
+        );
+    }
+    println!("\n{}", redlock_chaos::run::verdict::RULES);
+    Ok(())
 }
 
 #[derive(Debug, Args)]
@@ -281,24 +328,7 @@ async fn main() -> ExitCode {
         Command::Down(args) => down(args).await,
         Command::Run(args) => return ExitCode::from(run_cmd::run(args).await),
         Command::Worker(args) => return ExitCode::from(worker_proc::serve(args).await),
-        Command::Scenarios => {
-            use redlock_chaos::scenario::Work;
-            for s in redlock_chaos::scenario::SCENARIOS {
-                let work = match s.work {
-                    Work::Run => "sections: --work (5 ms)".to_owned(),
-                    Work::Fixed(d) => format!("sections: {} ms of work", d.as_millis()),
-                    Work::ToValidity => "sections: work to the end of the reported validity".into(),
-                };
-                println!(
-                    "{:<20} {}  [{work}] [expect: {}]",
-                    s.name,
-                    s.about,
-                    s.expectation.describe()
-                );
-            }
-            println!("\n{}", redlock_chaos::run::verdict::RULES);
-            Ok(())
-        }
+        Command::Scenarios(args) => scenarios(args),
         Command::FencingTable(args) => {
             return match fencing_table::run(args).await {
                 Ok(outcome) => {
@@ -353,7 +383,7 @@ async fn main() -> ExitCode {
 /// The harness failed (see the exit-code table in the module docs).
 const EXIT_HARNESS: u8 = 2;
 /// The command line is wrong (`EX_USAGE` of sysexits.h).
-const EXIT_USAGE: u8 = 64;
+const EXIT_USAGE: u8 = redlock_chaos::commands::EXIT_USAGE;
 
 /// A command line that parses but cannot be acted on (exit 64).
 #[derive(Debug, thiserror::Error)]

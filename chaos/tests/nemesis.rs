@@ -93,7 +93,7 @@ fn schedules_are_deterministic_per_seed_and_differ_across_seeds() {
 
 #[test]
 fn minority_recipes_never_target_a_majority() {
-    for s in SCENARIOS {
+    for s in SCENARIOS.iter() {
         for nodes in [1, 3, 5, 7] {
             for seed in 0..50 {
                 let sch = s.schedule(Duration::from_secs(30), nodes, 3, seed);

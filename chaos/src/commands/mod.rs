@@ -11,6 +11,10 @@ pub mod run;
 
 use std::time::Duration;
 
+/// Exit code of a command line that cannot be acted on (`EX_USAGE` of sysexits.h); nothing
+/// was started.
+pub const EXIT_USAGE: u8 = 64;
+
 /// Parses `10s`, `250ms`, `1m 30s` (humantime).
 ///
 /// # Errors

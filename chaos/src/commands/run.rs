@@ -10,6 +10,8 @@ use crate::cluster::{BackendKind, DEFAULT_NODES, Flavour};
 use crate::lockut::LockKind;
 use crate::report::{self, Outcome};
 use crate::run::{self, RunConfig, suite};
+use crate::scenario::validate;
+use crate::scenario::{Scenario, Shape, file};
 
 /// Arguments of `chaos run`.
 #[derive(Debug, Args)]
@@ -17,9 +19,14 @@ pub struct RunArgs {
     /// Backend; default: docker whenever an engine answers, else local.
     #[arg(long, value_enum)]
     pub backend: Option<BackendKind>,
-    /// `all`, or scenario names separated by commas (see `chaos scenarios`).
-    #[arg(long, default_value = "all")]
-    pub scenario: String,
+    /// `all`, or scenario names separated by commas (see `chaos scenarios`). Default: `all`,
+    /// or none when --scenario-file is given.
+    #[arg(long)]
+    pub scenario: Option<String>,
+    /// A scenario file (TOML, or JSON if it ends in .json; see `chaos scenarios --json`),
+    /// played after the --scenario ones; repeat for several.
+    #[arg(long = "scenario-file", value_name = "FILE")]
+    pub scenario_files: Vec<PathBuf>,
     /// Length of each scenario.
     #[arg(long, value_parser = super::parse_duration, default_value = "20s")]
     pub duration: Duration,
@@ -58,11 +65,16 @@ pub struct RunArgs {
     pub run_id: Option<String>,
 }
 
-/// Runs the command; returns the exit code (0 pass, 1 safety failure, 2 harness failure).
+/// Runs the command; returns the exit code (0 pass, 1 safety failure, 2 harness failure,
+/// 64 a scenario file that cannot be played).
 pub async fn run(args: RunArgs) -> u8 {
-    let scenarios = match suite::select(&args.scenario, args.flavour) {
+    let scenarios = match scenarios(&args) {
         Ok(s) => s,
-        Err(e) => {
+        Err(Refused::Usage(e)) => {
+            eprintln!("chaos run: {e}");
+            return super::EXIT_USAGE;
+        }
+        Err(Refused::Harness(e)) => {
             eprintln!("chaos run: {e}");
             return Outcome::Unknown.exit_code();
         }
@@ -123,4 +135,51 @@ pub async fn run(args: RunArgs) -> u8 {
         }
     }
     report.verdict.exit_code()
+}
+
+/// Why `chaos run` did not start.
+enum Refused {
+    /// A scenario file (or its fit to the command line): exit 64.
+    Usage(String),
+    /// Anything else (as before scenario files: exit 2).
+    Harness(String),
+}
+
+/// The built-ins `--scenario` names (all by default, none by default when there are
+/// files), then every `--scenario-file`'s, each checked against the run's shape.
+fn scenarios(args: &RunArgs) -> Result<Vec<Scenario>, Refused> {
+    let spec = match (&args.scenario, args.scenario_files.is_empty()) {
+        (Some(spec), _) => Some(spec.as_str()),
+        (None, true) => Some("all"),
+        (None, false) => None,
+    };
+    let mut out = match spec {
+        Some(spec) => suite::select(spec, args.flavour).map_err(Refused::Harness)?,
+        None => Vec::new(),
+    };
+    let shape = Shape {
+        duration: args.duration,
+        nodes: args.nodes,
+        workers: args.workers,
+    };
+    for path in &args.scenario_files {
+        let usage = |e: String| Refused::Usage(format!("{}: {e}", path.display()));
+        for s in file::load(path).map_err(|e| Refused::Usage(e.to_string()))? {
+            validate::fits(&s, &shape).map_err(|e| usage(e.to_string()))?;
+            if s.needs_clock_faults() && !args.flavour.supports_clock_faults() {
+                return Err(usage(format!(
+                    "scenario `{}` has clock jumps, which {} cannot do; use --flavour valkey",
+                    s.name, args.flavour
+                )));
+            }
+            if out.iter().any(|o| o.name == s.name) {
+                return Err(usage(format!(
+                    "field `name`: a scenario named `{}` is already in this run; give this one another name",
+                    s.name
+                )));
+            }
+            out.push(s);
+        }
+    }
+    Ok(out)
 }

@@ -19,7 +19,7 @@
 
 use std::fmt;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::cluster::NodeId;
 
@@ -34,7 +34,7 @@ impl fmt::Display for WorkerId {
 }
 
 /// How a partition is made.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum PartitionVia {
     /// Disable the node's proxy: workers are cut off, the node itself keeps running

@@ -59,13 +59,18 @@ pub const DEFAULT_TTL: Duration = Duration::from_millis(200);
 /// Work inside each critical section.
 pub const DEFAULT_WORK: Duration = Duration::from_millis(5);
 
+/// Counter rows one run may use: 4 modes × up to 250 scenarios (each scenario of a run
+/// has its own rows, by its position in the run).
+pub const ROWS_PER_RUN: i32 = 1000;
+
 /// Settings of one `chaos run`.
 #[derive(Debug, Clone)]
 pub struct RunConfig {
     /// Backend; `None`: docker when an engine answers, else local.
     pub backend: Option<BackendKind>,
-    /// Scenarios in order (see [`suite::select`]).
-    pub scenarios: Vec<&'static Scenario>,
+    /// Scenarios in order: built-ins (see [`suite::select`]) and files
+    /// ([`crate::scenario::file`]).
+    pub scenarios: Vec<Scenario>,
     /// Length of each scenario.
     pub duration: Duration,
     /// Seed of everything random (schedules, worker start offsets).
@@ -96,7 +101,7 @@ pub struct RunConfig {
 
 impl RunConfig {
     /// The default suite's settings with `seed`.
-    pub fn new(scenarios: Vec<&'static Scenario>, seed: u64) -> Self {
+    pub fn new(scenarios: Vec<Scenario>, seed: u64) -> Self {
         RunConfig {
             backend: None,
             scenarios,
@@ -126,7 +131,8 @@ pub(crate) struct Env {
     pub(crate) admin: tokio_postgres::Client,
     pub(crate) chaos_bin: Option<PathBuf>,
     pub(crate) run_id: String,
-    /// First counter row of this run (rows differ between runs sharing a database).
+    /// First counter row of this run (rows differ between runs sharing a database): a
+    /// multiple of [`ROWS_PER_RUN`].
     pub(crate) row_base: i32,
 }
 
@@ -221,8 +227,8 @@ pub async fn run_until(
 /// A scenario that could not run.
 fn unknown(s: &Scenario, cfg: &RunConfig, reason: String) -> ScenarioReport {
     ScenarioReport {
-        name: s.name.into(),
-        about: s.about.into(),
+        name: s.name.clone(),
+        about: s.about.clone(),
         expected: s.expectation.describe().into(),
         seed: suite::scenario_seed(cfg.seed, s),
         duration_ms: u64::try_from(cfg.duration.as_millis()).unwrap_or(u64::MAX),
@@ -283,7 +289,7 @@ async fn setup(
         .map_err(|e| format!("creating the counter table: {e}"))?;
     let row_base = i32::try_from(suite::mix(cfg.seed, u64::from(rand::random::<u32>())) % 100_000)
         .unwrap_or(0)
-        * 100;
+        * ROWS_PER_RUN;
     Ok((
         Env {
             cfg: cfg.clone(),

@@ -76,7 +76,7 @@ pub(crate) async fn play(
         schedule.faults.iter().any(|f| f.fault.targets_workers()) || scenario.pause_rate > 0.0;
     let mut harness: Vec<String> = Vec::new();
     let mut progress = Progress {
-        scenario: scenario.name.into(),
+        scenario: scenario.name.clone(),
         index,
         total,
         elapsed: Duration::ZERO,
@@ -89,13 +89,11 @@ pub(crate) async fn play(
         active_faults: Vec::new(),
     };
     observer.scenario_started(&progress);
-    let pos = crate::scenario::SCENARIOS
-        .iter()
-        .position(|s| s.name == scenario.name)
-        .unwrap_or(0) as i32;
+    // Rows by position in the run: distinct for every scenario of it, files included.
     let modes = Mode::ALL.len() as i32;
+    let slot = i32::try_from(index).unwrap_or(0) % (super::ROWS_PER_RUN / modes);
     let rows: Vec<i32> = (0..modes)
-        .map(|m| env.row_base + pos * modes + m + 1)
+        .map(|m| env.row_base + slot * modes + m + 1)
         .collect();
     let report = |harness: Vec<String>,
                   faults: Vec<FaultWindow>,
@@ -108,8 +106,8 @@ pub(crate) async fn play(
             env.cfg.lock.fences(),
         );
         ScenarioReport {
-            name: scenario.name.into(),
-            about: scenario.about.into(),
+            name: scenario.name.clone(),
+            about: scenario.about.clone(),
             expected: scenario.expectation.describe().into(),
             seed,
             duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),

@@ -23,15 +23,15 @@ pub const DEFAULT_DURATION: Duration = Duration::from_secs(20);
 ///
 /// # Errors
 /// A message naming the unknown scenario and the known ones, or why one cannot run.
-pub fn select(spec: &str, flavour: Flavour) -> Result<Vec<&'static Scenario>, String> {
+pub fn select(spec: &str, flavour: Flavour) -> Result<Vec<Scenario>, String> {
     let runnable = |s: &Scenario| !s.needs_clock_faults() || flavour.supports_clock_faults();
     if spec.trim().is_empty() || spec.trim() == "all" {
-        return Ok(SCENARIOS.iter().filter(|s| runnable(s)).collect());
+        return Ok(SCENARIOS.iter().filter(|s| runnable(s)).cloned().collect());
     }
     let mut out = Vec::new();
     for name in spec.split(',').map(str::trim).filter(|n| !n.is_empty()) {
         let s = crate::scenario::find(name).ok_or_else(|| {
-            let known: Vec<&str> = SCENARIOS.iter().map(|s| s.name).collect();
+            let known: Vec<&str> = SCENARIOS.iter().map(|s| s.name.as_str()).collect();
             format!(
                 "unknown scenario {name:?}; use one of {} or all",
                 known.join(", ")
@@ -42,8 +42,8 @@ pub fn select(spec: &str, flavour: Flavour) -> Result<Vec<&'static Scenario>, St
                 "{name} needs clock faults, which {flavour} cannot do; use --flavour valkey"
             ));
         }
-        if !out.iter().any(|o: &&Scenario| o.name == s.name) {
-            out.push(s);
+        if !out.iter().any(|o: &Scenario| o.name == s.name) {
+            out.push(s.clone());
         }
     }
     if out.is_empty() {
@@ -52,14 +52,25 @@ pub fn select(spec: &str, flavour: Flavour) -> Result<Vec<&'static Scenario>, St
     Ok(out)
 }
 
-/// The seed of `scenario` in a run seeded `seed`: derived from the scenario's position in
-/// [`SCENARIOS`], so `--scenario X --seed S` repeats scenario X of the full suite.
+/// The seed of `scenario` in a run seeded `seed`: its own [`Scenario::seed`] when it has
+/// one; for a built-in (unchanged), derived from its position in [`SCENARIOS`], so
+/// `--scenario X --seed S` repeats scenario X of the full suite; for any other scenario
+/// (a file's), derived from its name.
 pub fn scenario_seed(seed: u64, scenario: &Scenario) -> u64 {
-    let pos = SCENARIOS
-        .iter()
-        .position(|s| s.name == scenario.name)
-        .unwrap_or(SCENARIOS.len());
-    mix(seed, pos as u64)
+    if let Some(own) = scenario.seed {
+        return own;
+    }
+    match SCENARIOS.iter().position(|s| s == scenario) {
+        Some(pos) => mix(seed, pos as u64),
+        None => mix(seed, name_hash(&scenario.name)),
+    }
+}
+
+/// FNV-1a of `name`: stable across builds and platforms (unlike `DefaultHasher`).
+fn name_hash(name: &str) -> u64 {
+    name.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 /// SplitMix64 of `seed` and `n`: decorrelated seeds for siblings.
@@ -86,7 +97,7 @@ mod tests {
         );
         let two = select("latency, kill-minority,latency", Flavour::Valkey).expect("names");
         assert_eq!(
-            two.iter().map(|s| s.name).collect::<Vec<_>>(),
+            two.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
             ["latency", "kill-minority"]
         );
         assert!(
@@ -108,5 +119,13 @@ mod tests {
         assert_eq!(scenario_seed(7, a), scenario_seed(7, a));
         assert_ne!(scenario_seed(7, a), scenario_seed(7, b));
         assert_ne!(scenario_seed(7, a), scenario_seed(8, a));
+        // A file's copy: the same scenario gets the same seed; an edited one its own.
+        assert_eq!(scenario_seed(7, &a.clone()), scenario_seed(7, a));
+        let mut edited = a.clone();
+        edited.about = "edited".into();
+        assert_ne!(scenario_seed(7, &edited), scenario_seed(7, a));
+        assert_eq!(scenario_seed(7, &edited), scenario_seed(7, &edited.clone()));
+        edited.seed = Some(99);
+        assert_eq!(scenario_seed(7, &edited), 99);
     }
 }

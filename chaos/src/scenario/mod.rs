@@ -1,8 +1,16 @@
-//! Named scenarios: a fault recipe plus what the run should show.
+//! Scenarios: a fault recipe (or timeline) plus what the run should show — as data.
 //!
 //! # Map
-//! - this file: [`Scenario`], [`Expectation`], the list [`SCENARIOS`] and [`find`].
-//! - [`recipes`]: the seeded schedule generators behind each scenario.
+//! - this file: [`Scenario`] (the scenario file model's root), the built-ins
+//!   [`SCENARIOS`] and [`find`], [`Scenario::schedule`].
+//! - [`expectation`]: [`Expectation`], what a run must show, and [`Anomaly`].
+//! - [`model`]: how faults are written down: a seeded [`Recipe`] (fault kinds with
+//!   parameter ranges, a [`TargetRule`], a window shape) or a timeline of [`TimedFault`]s.
+//! - [`generate`]: the one generator that turns either into a [`Schedule`].
+//! - [`recipes`]: the built-in scenarios, expressed in that model.
+//! - [`validate`]: rules beyond the types ([`SpecError`]), and whether a scenario fits a run.
+//! - [`file`]: scenario files (`chaos run --scenario-file x.toml`), with errors that name
+//!   the file, line and field.
 //!
 //! A scenario says which faults happen when, and how the workload is shaped so they can
 //! bite ([`Scenario::work`], [`Scenario::pause_rate`]); the workload and the checker decide
@@ -10,93 +18,62 @@
 //!
 //! Three scenarios exist to SHOW the lock's known failures ([`Expectation::MustShow`]): a
 //! rig that does not see them there is blind, and fails.
+//!
+//! # Scenarios as files
+//! `chaos scenarios --json` prints every built-in in the file format (`--toml NAME` one
+//! of them as TOML); copy one, edit it, and play it with `chaos run --scenario-file FILE`
+//! (TOML, or JSON when the name ends in `.json`). For example `kill-minority` with faults
+//! of a minute:
+//!
+//! ```toml
+//! name = "kill-minority-60s"
+//! about = "SIGKILL a random minority for up to a minute, start it again; repeat"
+//! expectation = "safe-and-available"   # or unavailable-but-safe, may-violate-fencing-holds,
+//!                                      # must-show-lost-update, must-show-exclusion-violation
+//! work = "run"                         # or "to-validity", or a duration: "100ms"
+//! pause_rate = 0.0
+//! amnesia_split = false
+//! seed = 7                             # optional: fixed schedule whatever --seed says
+//!
+//! [recipe]
+//! faults = [{ kind = "kill" }]         # several: one drawn per window
+//! targets = "minority"                 # one, one-of-minority, majority, all, { nodes = [0, 2] }
+//! window = { on = [0.3, 0.4], off = [0.05, 0.1], max_on = "60s" }
+//! ```
+//!
+//! or faults at fixed times instead of `[recipe]`:
+//!
+//! ```toml
+//! [[timeline]]
+//! fault = { kind = "slow", latency_ms = [200, 400], jitter_pct = 10 }
+//! targets = { nodes = [1] }
+//! start = "2s"
+//! end = "6s"
+//! ```
+//!
+//! YAML is not read: TOML and JSON are the formats. `docs/schema/scenario.schema.json`
+//! describes the model for editors.
 
+pub mod expectation;
+pub mod file;
+pub mod generate;
+pub mod model;
 pub mod recipes;
+pub mod validate;
 
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use rand::SeedableRng;
 use rand::rngs::StdRng;
-use serde::Serialize;
+use serde::{Deserialize, Deserializer, Serialize};
 
-use crate::nemesis::{Schedule, ScheduledFault};
+pub use expectation::{Anomaly, Expectation};
+pub use model::{FaultSpec, Recipe, TargetRule, TimedFault, ValueRange, WindowSpec, Work};
+pub use recipes::{CLIENT_PAUSE_RATE, LONG_WORK};
+pub use validate::SpecError;
 
-/// What a correct lock + fenced resource must show under a scenario.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "kebab-case")]
-#[non_exhaustive]
-pub enum Expectation {
-    /// Faults on a minority only: no exclusion violation and nothing lost in any mode, and
-    /// the lock stays available (acquire successes > 0 during the run).
-    SafeAndAvailable,
-    /// A majority is lost for a while: acquires fail cleanly (quorum not reached) while it
-    /// lasts, no violation, nothing lost.
-    UnavailableButSafe,
-    /// Outside the lock's model (amnesia, clock jumps, stalled clients): exclusion
-    /// violations and unfenced lost updates may happen and are reported, not failed;
-    /// the claim-first fenced mode still loses 0.
-    MayViolateFencingHolds,
-    /// Built to break the lock: the naive mode `none` must show the anomaly (else the rig
-    /// did not observe what it exists to observe), and claim-first still loses 0.
-    MustShow(Anomaly),
-}
-
-/// What a [`Expectation::MustShow`] scenario must make visible.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "kebab-case")]
-#[non_exhaustive]
-pub enum Anomaly {
-    /// `none` loses at least one acknowledged increment.
-    LostUpdate,
-    /// `none` sees at least one pair of overlapping holding windows.
-    ExclusionViolation,
-}
-
-impl Anomaly {
-    /// As a noun phrase: "a lost update".
-    pub fn describe(self) -> &'static str {
-        match self {
-            Anomaly::LostUpdate => "a lost update",
-            Anomaly::ExclusionViolation => "an exclusion violation",
-        }
-    }
-}
-
-impl Expectation {
-    /// One line, for listings.
-    pub fn describe(self) -> &'static str {
-        match self {
-            Expectation::SafeAndAvailable => "safe and available",
-            Expectation::UnavailableButSafe => "unavailable while it lasts, safe",
-            Expectation::MayViolateFencingHolds => {
-                "violations possible (reported), claim-first loses 0"
-            }
-            Expectation::MustShow(Anomaly::LostUpdate) => {
-                "must show a lost update in none, claim-first loses 0"
-            }
-            Expectation::MustShow(Anomaly::ExclusionViolation) => {
-                "must show an exclusion violation in none, claim-first loses 0"
-            }
-        }
-    }
-}
-
-/// How long a critical section works, per scenario.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Work {
-    /// The run's setting (`RunConfig::work`, 5 ms).
-    Run,
-    /// This long: the clock scenarios need sections long enough for a second holder to get
-    /// in while the first still works.
-    Fixed(Duration),
-    /// Until shortly before the end of the validity the lock reported
-    /// ([`crate::run::chaos_workload::work_to_validity`]): a lock that overstates its
-    /// validity writes after its keys expired, and is caught.
-    ToValidity,
-}
-
-/// Generates a scenario's faults (see [`recipes`]).
-pub type Recipe = fn(&mut StdRng, &Shape) -> Vec<ScheduledFault>;
+use crate::nemesis::Schedule;
 
 /// The run a schedule is made for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,25 +86,53 @@ pub struct Shape {
     pub workers: usize,
 }
 
-/// A named fault recipe.
-#[derive(Debug, Clone, Copy)]
+/// A scenario: its faults and what the run should show. Built-ins are in [`SCENARIOS`];
+/// files deserialize into this (unknown fields are refused).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Scenario {
-    /// E.g. `"kill-minority"`.
-    pub name: &'static str,
+    /// E.g. `"kill-minority"` (letters, digits, `-`, `_`, `.`).
+    #[serde(deserialize_with = "name")]
+    pub name: String,
     /// One line: what happens.
-    pub about: &'static str,
+    #[serde(default)]
+    pub about: String,
     /// What the run should show.
     pub expectation: Expectation,
     /// Work inside each critical section.
+    #[serde(default)]
     pub work: Work,
     /// Probability that a worker pauses itself right before its write, while it holds the
     /// lease (0: never); see [`crate::run::pause`].
+    #[serde(default, deserialize_with = "rate")]
     pub pause_rate: f64,
     /// Kleppmann's amnesia case, driven by the workload's events rather than a timeline:
     /// worker 0 of each mode reaches only a bare majority, and one node of it restarts
     /// empty whenever such a worker is granted the lock (see [`crate::run::split`]).
+    #[serde(default)]
     pub amnesia_split: bool,
-    recipe: Recipe,
+    /// This scenario's own seed; `None`: derived from the run's `--seed` (see
+    /// [`crate::run::suite::scenario_seed`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    /// Seeded fault windows (exactly one of `recipe` and `timeline`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recipe: Option<Recipe>,
+    /// Faults at fixed times (`[]`: none scheduled).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeline: Option<Vec<TimedFault>>,
+}
+
+fn name<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    let s = String::deserialize(d)?;
+    validate::check_name(&s).map_err(serde::de::Error::custom)?;
+    Ok(s)
+}
+
+fn rate<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    let r = f64::deserialize(d)?;
+    validate::check_rate(r).map_err(serde::de::Error::custom)?;
+    Ok(r)
 }
 
 impl Scenario {
@@ -146,7 +151,11 @@ impl Scenario {
             nodes,
             workers,
         };
-        let mut faults = (self.recipe)(&mut rng, &shape);
+        let mut faults = match (&self.recipe, &self.timeline) {
+            (Some(r), _) => generate::recipe(r, &mut rng, &shape),
+            (None, Some(t)) => generate::timeline(t, &mut rng, &shape),
+            (None, None) => Vec::new(),
+        };
         faults.retain(|f| !f.targets.is_empty());
         faults.sort_by_key(|f| f.start);
         Schedule {
@@ -155,141 +164,30 @@ impl Scenario {
             faults,
         }
     }
-}
 
-/// `client-pause`: share of sections that pause (one every 5-15 sections of a worker,
-/// the first within 10). Each pause stalls its mode's lock for about a TTL, so a mode
-/// manages 5-80 sections a second depending on the machine's load: this gives tens of
-/// pauses per minute either way, each 300-600 ms with a 200 ms TTL.
-pub const CLIENT_PAUSE_RATE: f64 = 0.1;
+    /// Every fault kind it may schedule.
+    pub fn fault_kinds(&self) -> impl Iterator<Item = &FaultSpec> {
+        let recipe = self.recipe.iter().flat_map(|r| r.faults.iter());
+        let timeline = self.timeline.iter().flatten().map(|t| &t.fault);
+        recipe.chain(timeline)
+    }
 
-/// Section work of the clock scenarios: half a 200 ms TTL, so a holder is still working
-/// when keys expire early under it and a second holder gets in.
-pub const LONG_WORK: Duration = Duration::from_millis(100);
-
-impl Scenario {
     /// Whether its faults include clock jumps (libfaketime: Valkey only).
     pub fn needs_clock_faults(&self) -> bool {
-        self.schedule(Duration::from_secs(60), 5, 1, 0)
-            .faults
-            .iter()
-            .any(|f| matches!(f.fault, crate::nemesis::Fault::ClockJump { .. }))
+        self.fault_kinds()
+            .any(|f| matches!(f, FaultSpec::ClockJump { .. }))
+    }
+
+    /// Whether it is one of the built-ins, unchanged.
+    pub fn is_builtin(&self) -> bool {
+        SCENARIOS.iter().any(|s| s == self)
     }
 }
 
-/// Every scenario, in the order `chaos scenarios` lists them.
-pub static SCENARIOS: &[Scenario] = &[
-    Scenario {
-        name: "kill-minority",
-        about: "SIGKILL a random minority, start it again with its AOF; repeat",
-        expectation: Expectation::SafeAndAvailable,
-        work: Work::Run,
-        pause_rate: 0.0,
-        amnesia_split: false,
-        recipe: recipes::kill_minority,
-    },
-    Scenario {
-        name: "pause-minority",
-        about: "freeze (SIGSTOP / docker pause) a random minority, then thaw; repeat",
-        expectation: Expectation::SafeAndAvailable,
-        work: Work::Run,
-        pause_rate: 0.0,
-        amnesia_split: false,
-        recipe: recipes::pause_minority,
-    },
-    Scenario {
-        name: "partition-minority",
-        about: "cut workers off a random minority at its proxy, then repair; repeat",
-        expectation: Expectation::SafeAndAvailable,
-        work: Work::Run,
-        pause_rate: 0.0,
-        amnesia_split: false,
-        recipe: recipes::partition_minority,
-    },
-    Scenario {
-        name: "latency",
-        about: "100-800 ms (±20 %) reply latency on a random minority (slow acquires); repeat",
-        expectation: Expectation::SafeAndAvailable,
-        work: Work::ToValidity,
-        pause_rate: 0.0,
-        amnesia_split: false,
-        recipe: recipes::latency,
-    },
-    Scenario {
-        name: "amnesia-restart",
-        about: "kill one node and bring it back EMPTY within a second or so; repeat",
-        expectation: Expectation::MayViolateFencingHolds,
-        work: Work::Run,
-        pause_rate: 0.0,
-        amnesia_split: false,
-        recipe: recipes::amnesia_restart,
-    },
-    Scenario {
-        name: "clock-jump",
-        about: "one node's clock jumps 20-60 s forward for a few seconds (Valkey only); repeat",
-        expectation: Expectation::MayViolateFencingHolds,
-        work: Work::Run,
-        pause_rate: 0.0,
-        amnesia_split: false,
-        recipe: recipes::clock_jump,
-    },
-    Scenario {
-        name: "client-stall",
-        about: "one worker stalls for 15-30 % of the run (longer than a short TTL); repeat",
-        expectation: Expectation::MayViolateFencingHolds,
-        work: Work::Run,
-        pause_rate: 0.0,
-        amnesia_split: false,
-        recipe: recipes::client_stall,
-    },
-    Scenario {
-        name: "client-pause",
-        about: "workers pause (SIGSTOP) right before their write, 1.5-3 × TTL, one in 5-15 sections",
-        expectation: Expectation::MustShow(Anomaly::LostUpdate),
-        work: Work::Run,
-        pause_rate: CLIENT_PAUSE_RATE,
-        amnesia_split: false,
-        recipe: recipes::none,
-    },
-    Scenario {
-        name: "amnesia-split",
-        about: "worker 0 reaches only a bare majority; on its grants one node of it restarts EMPTY (TTL 3 s, it holds to the end); others gather that node and the rest",
-        expectation: Expectation::MustShow(Anomaly::ExclusionViolation),
-        work: Work::Run,
-        pause_rate: 0.0,
-        amnesia_split: true,
-        recipe: recipes::none,
-    },
-    Scenario {
-        name: "clock-jump-majority",
-        about: "a quorum of nodes' clocks jump 20-60 s forward at once (Valkey only); 100 ms sections; repeat",
-        expectation: Expectation::MustShow(Anomaly::ExclusionViolation),
-        work: Work::Fixed(LONG_WORK),
-        pause_rate: 0.0,
-        amnesia_split: false,
-        recipe: recipes::clock_jump_majority,
-    },
-    Scenario {
-        name: "majority-loss",
-        about: "kill a quorum of nodes for 20-35 % of the run, then start them again",
-        expectation: Expectation::UnavailableButSafe,
-        work: Work::Run,
-        pause_rate: 0.0,
-        amnesia_split: false,
-        recipe: recipes::majority_loss,
-    },
-    Scenario {
-        name: "mixed",
-        about: "one minority fault after another: kill, restart, freeze, partition, black hole, latency",
-        expectation: Expectation::SafeAndAvailable,
-        work: Work::Run,
-        pause_rate: 0.0,
-        amnesia_split: false,
-        recipe: recipes::mixed,
-    },
-];
+/// Every built-in scenario, in the order `chaos scenarios` lists them (see [`recipes`]).
+pub static SCENARIOS: LazyLock<Vec<Scenario>> = LazyLock::new(recipes::builtins);
 
-/// The scenario called `name`.
+/// The built-in scenario called `name`.
 pub fn find(name: &str) -> Option<&'static Scenario> {
     SCENARIOS.iter().find(|s| s.name == name)
 }

@@ -1,173 +1,208 @@
-//! Seeded schedule generators, one per scenario.
+//! The built-in scenarios, as data: what `chaos scenarios` lists and `chaos run` plays by
+//! default, in that order. `chaos scenarios --json` prints them in the file format.
 //!
-//! Every recipe lays its faults on [`windows`] (non-overlapping, between a quiet first and
-//! last 10 % of the run), so at most one fault is in effect at a time and the run both
-//! starts and ends with a healthy cluster.
+//! Every recipe lays its faults on windows (non-overlapping, between a quiet first and last
+//! 10 % of the run), so at most one fault is in effect at a time and the run both starts
+//! and ends with a healthy cluster.
 
 use std::time::Duration;
 
-use rand::Rng;
-use rand::rngs::StdRng;
+use super::model::{FaultSpec, Fractions, Recipe, TargetRule, ValueRange, WindowSpec, Work};
+use super::{Anomaly, Expectation, Scenario};
+use crate::nemesis::PartitionVia;
 
-use super::Shape;
-use crate::nemesis::schedule::{WindowShape, windows};
-use crate::nemesis::target;
-use crate::nemesis::{Fault, PartitionVia, ScheduledFault, Targets, WorkerId};
+/// `client-pause`: share of sections that pause (one every 5-15 sections of a worker,
+/// the first within 10). Each pause stalls its mode's lock for about a TTL, so a mode
+/// manages 5-80 sections a second depending on the machine's load: this gives tens of
+/// pauses per minute either way, each 300-600 ms with a 200 ms TTL.
+pub const CLIENT_PAUSE_RATE: f64 = 0.1;
 
-/// Faults of a few seconds with similar gaps.
-const REGULAR: WindowShape = WindowShape {
-    on: (0.08, 0.2),
-    off: (0.05, 0.12),
-    max_on: Duration::from_secs(60),
-};
+/// Section work of the clock scenarios: half a 200 ms TTL, so a holder is still working
+/// when keys expire early under it and a second holder gets in.
+pub const LONG_WORK: Duration = Duration::from_millis(100);
 
-fn on_nodes(
-    rng: &mut StdRng,
-    shape: &Shape,
-    w: WindowShape,
-    mut each: impl FnMut(&mut StdRng) -> (Fault, Vec<crate::cluster::NodeId>),
-) -> Vec<ScheduledFault> {
-    windows(rng, shape.duration, w)
-        .into_iter()
-        .map(|(start, end)| {
-            let (fault, nodes) = each(rng);
-            ScheduledFault {
-                fault,
-                targets: Targets::Nodes(nodes),
-                start,
-                end,
-            }
-        })
-        .collect()
-}
-
-/// Kill a random minority per window.
-pub fn kill_minority(rng: &mut StdRng, s: &Shape) -> Vec<ScheduledFault> {
-    on_nodes(rng, s, REGULAR, |r| {
-        (Fault::Kill, target::minority(r, s.nodes))
-    })
-}
-
-/// Freeze a random minority per window.
-pub fn pause_minority(rng: &mut StdRng, s: &Shape) -> Vec<ScheduledFault> {
-    on_nodes(rng, s, REGULAR, |r| {
-        (Fault::Freeze, target::minority(r, s.nodes))
-    })
-}
-
-/// Partition (at the proxy) a random minority per window.
-pub fn partition_minority(rng: &mut StdRng, s: &Shape) -> Vec<ScheduledFault> {
-    let p = Fault::Partition {
-        via: PartitionVia::Proxy,
-    };
-    on_nodes(rng, s, REGULAR, |r| (p, target::minority(r, s.nodes)))
-}
-
-fn slow(r: &mut StdRng) -> Fault {
-    let latency_ms = r.random_range(100..=800);
-    Fault::Slow {
-        latency_ms,
-        jitter_ms: latency_ms / 5,
+fn window(on: (f64, f64), off: (f64, f64), max_on: Duration) -> WindowSpec {
+    let f = |(lo, hi)| Fractions { lo, hi };
+    WindowSpec {
+        on: f(on),
+        off: f(off),
+        max_on,
     }
 }
 
-/// Latency on a random minority per window.
-pub fn latency(rng: &mut StdRng, s: &Shape) -> Vec<ScheduledFault> {
-    on_nodes(rng, s, REGULAR, |r| (slow(r), target::minority(r, s.nodes)))
+/// Faults of a few seconds with similar gaps.
+fn regular() -> WindowSpec {
+    window((0.08, 0.2), (0.05, 0.12), Duration::from_secs(60))
 }
 
-/// One node down briefly, back empty: shorter than typical TTLs, so the others still hold
-/// the keys it forgot.
-pub fn amnesia_restart(rng: &mut StdRng, s: &Shape) -> Vec<ScheduledFault> {
-    let w = WindowShape {
-        on: (0.02, 0.05),
-        off: (0.05, 0.1),
-        max_on: Duration::from_millis(1500),
-    };
-    on_nodes(rng, s, w, |r| (Fault::RestartWipe, target::one(r, s.nodes)))
-}
+/// 100-800 ms, ± 20 %.
+const SLOW: FaultSpec = FaultSpec::Slow {
+    latency_ms: ValueRange::new(100, 800),
+    jitter_pct: 20,
+};
 
-/// One node's clock jumps forward for a few seconds.
-pub fn clock_jump(rng: &mut StdRng, s: &Shape) -> Vec<ScheduledFault> {
-    let w = WindowShape {
-        on: (0.03, 0.08),
-        off: (0.05, 0.12),
-        max_on: Duration::from_secs(5),
-    };
-    on_nodes(rng, s, w, |r| {
-        let offset_s = r.random_range(20..=60);
-        (Fault::ClockJump { offset_s }, target::one(r, s.nodes))
+/// 20-60 s forward.
+const JUMP: FaultSpec = FaultSpec::ClockJump {
+    offset_s: ValueRange::new(20, 60),
+};
+
+const PARTITION: FaultSpec = FaultSpec::Partition {
+    via: PartitionVia::Proxy,
+};
+
+fn recipe(faults: &[FaultSpec], targets: TargetRule, window: WindowSpec) -> Option<Recipe> {
+    Some(Recipe {
+        faults: faults.to_vec(),
+        targets,
+        window,
     })
 }
 
-/// A quorum of nodes' clocks jump forward at once, by far more than any TTL: the holder's
-/// keys expire on a majority while it still holds the lock, and the next acquire wins.
-/// Each jump bites once, when it starts, so there are many short ones.
-pub fn clock_jump_majority(rng: &mut StdRng, s: &Shape) -> Vec<ScheduledFault> {
-    let w = WindowShape {
-        on: (0.02, 0.04),
-        off: (0.03, 0.06),
-        max_on: Duration::from_secs(3),
-    };
-    on_nodes(rng, s, w, |r| {
-        let offset_s = r.random_range(20..=60);
-        (Fault::ClockJump { offset_s }, target::majority(r, s.nodes))
-    })
+fn scenario(name: &str, about: &str, expectation: Expectation, recipe: Option<Recipe>) -> Scenario {
+    Scenario {
+        name: name.into(),
+        about: about.into(),
+        expectation,
+        work: Work::Run,
+        pause_rate: 0.0,
+        amnesia_split: false,
+        seed: None,
+        // No recipe: no scheduled faults, an empty timeline.
+        timeline: recipe.is_none().then(Vec::new),
+        recipe,
+    }
 }
 
-/// No scheduled faults: the workers' own pauses (`client-pause`) or grants
-/// (`amnesia-split`) trigger the faults.
-pub fn none(_: &mut StdRng, _: &Shape) -> Vec<ScheduledFault> {
-    Vec::new()
-}
-
-/// One worker stalls for a long stretch (meant to outlast the lease TTL).
-pub fn client_stall(rng: &mut StdRng, s: &Shape) -> Vec<ScheduledFault> {
-    let w = WindowShape {
-        on: (0.15, 0.3),
-        off: (0.05, 0.1),
-        max_on: Duration::from_secs(120),
-    };
-    windows(rng, s.duration, w)
-        .into_iter()
-        .filter(|_| s.workers > 0)
-        .map(|(start, end)| ScheduledFault {
-            fault: Fault::ClientStall,
-            targets: Targets::Workers(vec![WorkerId(rng.random_range(0..s.workers))]),
-            start,
-            end,
-        })
-        .collect()
-}
-
-/// A quorum of nodes down for a long stretch, once or twice.
-pub fn majority_loss(rng: &mut StdRng, s: &Shape) -> Vec<ScheduledFault> {
-    let w = WindowShape {
-        on: (0.2, 0.35),
-        off: (0.1, 0.2),
-        max_on: Duration::from_secs(300),
-    };
-    on_nodes(rng, s, w, |r| (Fault::Kill, target::majority(r, s.nodes)))
-}
-
-/// A different minority fault per window.
-pub fn mixed(rng: &mut StdRng, s: &Shape) -> Vec<ScheduledFault> {
-    let w = WindowShape {
-        on: (0.05, 0.12),
-        off: (0.03, 0.08),
-        max_on: Duration::from_secs(30),
-    };
-    on_nodes(rng, s, w, |r| {
-        let fault = match r.random_range(0..6) {
-            0 => Fault::Kill,
-            1 => Fault::RestartKeep,
-            2 => Fault::Freeze,
-            3 => Fault::Partition {
-                via: PartitionVia::Proxy,
-            },
-            4 => Fault::BlackHole,
-            _ => slow(r),
-        };
-        (fault, target::minority(r, s.nodes))
-    })
+/// Every built-in scenario, in the order `chaos scenarios` lists them.
+pub fn builtins() -> Vec<Scenario> {
+    use Expectation::*;
+    use TargetRule::*;
+    vec![
+        scenario(
+            "kill-minority",
+            "SIGKILL a random minority, start it again with its AOF; repeat",
+            SafeAndAvailable,
+            recipe(&[FaultSpec::Kill {}], Minority, regular()),
+        ),
+        scenario(
+            "pause-minority",
+            "freeze (SIGSTOP / docker pause) a random minority, then thaw; repeat",
+            SafeAndAvailable,
+            recipe(&[FaultSpec::Freeze {}], Minority, regular()),
+        ),
+        scenario(
+            "partition-minority",
+            "cut workers off a random minority at its proxy, then repair; repeat",
+            SafeAndAvailable,
+            recipe(&[PARTITION], Minority, regular()),
+        ),
+        Scenario {
+            // Sections work to the end of their validity: slow acquires must shorten it.
+            work: Work::ToValidity,
+            ..scenario(
+                "latency",
+                "100-800 ms (±20 %) reply latency on a random minority (slow acquires); repeat",
+                SafeAndAvailable,
+                recipe(&[SLOW], Minority, regular()),
+            )
+        },
+        // One node down briefly, back empty: shorter than typical TTLs, so the others
+        // still hold the keys it forgot.
+        scenario(
+            "amnesia-restart",
+            "kill one node and bring it back EMPTY within a second or so; repeat",
+            MayViolateFencingHolds,
+            recipe(
+                &[FaultSpec::RestartWipe {}],
+                One,
+                window((0.02, 0.05), (0.05, 0.1), Duration::from_millis(1500)),
+            ),
+        ),
+        scenario(
+            "clock-jump",
+            "one node's clock jumps 20-60 s forward for a few seconds (Valkey only); repeat",
+            MayViolateFencingHolds,
+            recipe(
+                &[JUMP],
+                One,
+                window((0.03, 0.08), (0.05, 0.12), Duration::from_secs(5)),
+            ),
+        ),
+        // Meant to outlast the lease TTL.
+        scenario(
+            "client-stall",
+            "one worker stalls for 15-30 % of the run (longer than a short TTL); repeat",
+            MayViolateFencingHolds,
+            recipe(
+                &[FaultSpec::ClientStall {}],
+                OneWorker,
+                window((0.15, 0.3), (0.05, 0.1), Duration::from_secs(120)),
+            ),
+        ),
+        // The workers' own pauses are the faults.
+        Scenario {
+            pause_rate: CLIENT_PAUSE_RATE,
+            ..scenario(
+                "client-pause",
+                "workers pause (SIGSTOP) right before their write, 1.5-3 × TTL, one in 5-15 sections",
+                MustShow(Anomaly::LostUpdate),
+                None,
+            )
+        },
+        // The victim's grants trigger the faults.
+        Scenario {
+            amnesia_split: true,
+            ..scenario(
+                "amnesia-split",
+                "worker 0 reaches only a bare majority; on its grants one node of it restarts EMPTY (TTL 3 s, it holds to the end); others gather that node and the rest",
+                MustShow(Anomaly::ExclusionViolation),
+                None,
+            )
+        },
+        // The holder's keys expire on a majority while it still holds the lock, and the
+        // next acquire wins. Each jump bites once, when it starts, so there are many short
+        // ones.
+        Scenario {
+            work: Work::Fixed(LONG_WORK),
+            ..scenario(
+                "clock-jump-majority",
+                "a quorum of nodes' clocks jump 20-60 s forward at once (Valkey only); 100 ms sections; repeat",
+                MustShow(Anomaly::ExclusionViolation),
+                recipe(
+                    &[JUMP],
+                    Majority,
+                    window((0.02, 0.04), (0.03, 0.06), Duration::from_secs(3)),
+                ),
+            )
+        },
+        // Once or twice.
+        scenario(
+            "majority-loss",
+            "kill a quorum of nodes for 20-35 % of the run, then start them again",
+            UnavailableButSafe,
+            recipe(
+                &[FaultSpec::Kill {}],
+                Majority,
+                window((0.2, 0.35), (0.1, 0.2), Duration::from_secs(300)),
+            ),
+        ),
+        // A different minority fault per window.
+        scenario(
+            "mixed",
+            "one minority fault after another: kill, restart, freeze, partition, black hole, latency",
+            SafeAndAvailable,
+            recipe(
+                &[
+                    FaultSpec::Kill {},
+                    FaultSpec::RestartKeep {},
+                    FaultSpec::Freeze {},
+                    PARTITION,
+                    FaultSpec::BlackHole {},
+                    SLOW,
+                ],
+                Minority,
+                window((0.05, 0.12), (0.03, 0.08), Duration::from_secs(30)),
+            ),
+        ),
+    ]
 }

@@ -1,0 +1,136 @@
+//! What a scenario should show: [`Expectation`], and the [`Anomaly`] a breaking scenario
+//! must make visible.
+//!
+//! In scenario files an expectation is one kebab-case word: `safe-and-available`,
+//! `unavailable-but-safe`, `may-violate-fencing-holds`, `must-show-lost-update` or
+//! `must-show-exclusion-violation`.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// What a correct lock + fenced resource must show under a scenario.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Expectation {
+    /// Faults on a minority only: no exclusion violation and nothing lost in any mode, and
+    /// the lock stays available (acquire successes > 0 during the run).
+    SafeAndAvailable,
+    /// A majority is lost for a while: acquires fail cleanly (quorum not reached) while it
+    /// lasts, no violation, nothing lost.
+    UnavailableButSafe,
+    /// Outside the lock's model (amnesia, clock jumps, stalled clients): exclusion
+    /// violations and unfenced lost updates may happen and are reported, not failed;
+    /// the claim-first fenced mode still loses 0.
+    MayViolateFencingHolds,
+    /// Built to break the lock: the naive mode `none` must show the anomaly (else the rig
+    /// did not observe what it exists to observe), and claim-first still loses 0.
+    MustShow(Anomaly),
+}
+
+/// What a [`Expectation::MustShow`] scenario must make visible.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Anomaly {
+    /// `none` loses at least one acknowledged increment.
+    LostUpdate,
+    /// `none` sees at least one pair of overlapping holding windows.
+    ExclusionViolation,
+}
+
+impl Anomaly {
+    /// As a noun phrase: "a lost update".
+    pub fn describe(self) -> &'static str {
+        match self {
+            Anomaly::LostUpdate => "a lost update",
+            Anomaly::ExclusionViolation => "an exclusion violation",
+        }
+    }
+}
+
+impl Expectation {
+    /// Every expectation, in the order of their file names.
+    pub const ALL: [Expectation; 5] = [
+        Expectation::SafeAndAvailable,
+        Expectation::UnavailableButSafe,
+        Expectation::MayViolateFencingHolds,
+        Expectation::MustShow(Anomaly::LostUpdate),
+        Expectation::MustShow(Anomaly::ExclusionViolation),
+    ];
+
+    /// Its name in scenario files, e.g. `"must-show-lost-update"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Expectation::SafeAndAvailable => "safe-and-available",
+            Expectation::UnavailableButSafe => "unavailable-but-safe",
+            Expectation::MayViolateFencingHolds => "may-violate-fencing-holds",
+            Expectation::MustShow(Anomaly::LostUpdate) => "must-show-lost-update",
+            Expectation::MustShow(Anomaly::ExclusionViolation) => "must-show-exclusion-violation",
+        }
+    }
+
+    /// One line, for listings.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Expectation::SafeAndAvailable => "safe and available",
+            Expectation::UnavailableButSafe => "unavailable while it lasts, safe",
+            Expectation::MayViolateFencingHolds => {
+                "violations possible (reported), claim-first loses 0"
+            }
+            Expectation::MustShow(Anomaly::LostUpdate) => {
+                "must show a lost update in none, claim-first loses 0"
+            }
+            Expectation::MustShow(Anomaly::ExclusionViolation) => {
+                "must show an exclusion violation in none, claim-first loses 0"
+            }
+        }
+    }
+}
+
+impl fmt::Display for Expectation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Expectation {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        Expectation::ALL
+            .into_iter()
+            .find(|e| e.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Expectation::ALL.iter().map(|e| e.name()).collect();
+                format!("unknown expectation {s:?}; use one of {}", names.join(", "))
+            })
+    }
+}
+
+impl Serialize for Expectation {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for Expectation {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for e in Expectation::ALL {
+            assert_eq!(e.name().parse::<Expectation>(), Ok(e));
+        }
+        let err = "safe".parse::<Expectation>().expect_err("unknown");
+        assert!(err.contains("safe-and-available"), "{err}");
+    }
+}

@@ -1,0 +1,494 @@
+//! How a scenario's faults are written down: the data behind every built-in scenario and
+//! every scenario file.
+//!
+//! A scenario lays its faults either with a [`Recipe`] (seeded: fault windows over the run,
+//! each with a fault kind, its parameters and its targets drawn at random) or on an
+//! explicit timeline of [`TimedFault`]s. Parameters are [`ValueRange`]s (`[100, 800]`, or a
+//! single value), targets a [`TargetRule`] (`minority`, `{ nodes = [0, 2] }`, ...), window
+//! lengths fractions of the run ([`Fractions`]) with an absolute cap, durations humantime
+//! strings (`"60s"`, `"1m 30s"`, `"250ms"`).
+//!
+//! Every type refuses unknown fields, and the values that cannot be right (an empty range,
+//! a fraction outside `[0, 1]`, a duration without a unit) are refused while parsing, so a
+//! file's error points at the line that holds them.
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::time::Duration;
+
+use serde::de::{self, IntoDeserializer, SeqAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use super::validate::{self, SpecError};
+use crate::nemesis::PartitionVia;
+use crate::nemesis::schedule::WindowShape;
+
+/// How long a critical section works, per scenario. In files: `"run"`, `"to-validity"`,
+/// or a duration such as `"100ms"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Work {
+    /// The run's setting (`RunConfig::work`, 5 ms).
+    #[default]
+    Run,
+    /// This long: the clock scenarios need sections long enough for a second holder to get
+    /// in while the first still works.
+    Fixed(Duration),
+    /// Until shortly before the end of the validity the lock reported
+    /// ([`crate::run::chaos_workload::work_to_validity`]): a lock that overstates its
+    /// validity writes after its keys expired, and is caught.
+    ToValidity,
+}
+
+impl Serialize for Work {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Work::Run => s.serialize_str("run"),
+            Work::ToValidity => s.serialize_str("to-validity"),
+            Work::Fixed(d) => s.serialize_str(&humantime::format_duration(*d).to_string()),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Work {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        match s.as_str() {
+            "run" => Ok(Work::Run),
+            "to-validity" => Ok(Work::ToValidity),
+            other => humantime::parse_duration(other)
+                .map(Work::Fixed)
+                .map_err(|e| {
+                    de::Error::custom(format!(
+                        "{other:?} ({e}): use \"run\", \"to-validity\" or a duration such as \"100ms\""
+                    ))
+                }),
+        }
+    }
+}
+
+/// Seeded fault windows: per window, one of `faults` (drawn when there are several), its
+/// parameters, then its targets by `targets`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "RawRecipe")]
+pub struct Recipe {
+    /// Fault kinds to draw from, each with its parameter ranges.
+    pub faults: Vec<FaultSpec>,
+    /// Whom each window's fault hits.
+    pub targets: TargetRule,
+    /// How windows are laid over the run.
+    pub window: WindowSpec,
+}
+
+/// One fault at a fixed time on an explicit timeline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "RawTimedFault")]
+pub struct TimedFault {
+    /// What (parameter ranges are drawn from the scenario's seed).
+    pub fault: FaultSpec,
+    /// On whom.
+    pub targets: TargetRule,
+    /// Applied at, since the run's start (`"2s"`).
+    #[serde(with = "human_duration")]
+    pub start: Duration,
+    /// Healed at (`"6s"`); at most the run's `--duration`.
+    #[serde(with = "human_duration")]
+    pub end: Duration,
+}
+
+/// [`Recipe`] as written, checked by [`validate::check_recipe`] while parsing (so the
+/// error points at the recipe).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRecipe {
+    faults: Vec<FaultSpec>,
+    targets: TargetRule,
+    window: WindowSpec,
+}
+
+impl TryFrom<RawRecipe> for Recipe {
+    type Error = String;
+
+    fn try_from(r: RawRecipe) -> Result<Self, String> {
+        let recipe = Recipe {
+            faults: r.faults,
+            targets: r.targets,
+            window: r.window,
+        };
+        validate::check_recipe(&recipe).map_err(|e| e.to_string())?;
+        Ok(recipe)
+    }
+}
+
+/// [`TimedFault`] as written, checked by [`validate::check_timed`] while parsing.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTimedFault {
+    fault: FaultSpec,
+    targets: TargetRule,
+    #[serde(with = "human_duration")]
+    start: Duration,
+    #[serde(with = "human_duration")]
+    end: Duration,
+}
+
+impl TryFrom<RawTimedFault> for TimedFault {
+    type Error = String;
+
+    fn try_from(t: RawTimedFault) -> Result<Self, String> {
+        let timed = TimedFault {
+            fault: t.fault,
+            targets: t.targets,
+            start: t.start,
+            end: t.end,
+        };
+        validate::check_timed(&timed).map_err(|e| e.to_string())?;
+        Ok(timed)
+    }
+}
+
+/// How a [`Recipe`] lays its windows (see [`crate::nemesis::schedule::windows`]): lengths
+/// and gaps as fractions of the run, so the shape is the same for a 10 s test and a 10 min
+/// soak, and an absolute cap on each fault.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WindowSpec {
+    /// Fault length, as a fraction of the run: `[0.08, 0.2]`.
+    pub on: Fractions,
+    /// Healthy gap between faults, as a fraction of the run.
+    pub off: Fractions,
+    /// No fault lasts longer than this (`"60s"`).
+    #[serde(with = "human_duration")]
+    pub max_on: Duration,
+}
+
+impl WindowSpec {
+    /// As the window generator takes it.
+    pub fn shape(&self) -> WindowShape {
+        WindowShape {
+            on: (self.on.lo, self.on.hi),
+            off: (self.off.lo, self.off.hi),
+            max_on: self.max_on,
+        }
+    }
+}
+
+/// A fault kind with parameter ranges; `kind` names it, as in the report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case", try_from = "RawFaultSpec")]
+#[non_exhaustive]
+pub enum FaultSpec {
+    /// SIGKILL; heal: start again with its AOF.
+    Kill {},
+    /// SIGKILL, back with its data at the end of the window.
+    RestartKeep {},
+    /// SIGKILL, back EMPTY at the end of the window (amnesia).
+    RestartWipe {},
+    /// SIGSTOP / docker pause; heal: thaw.
+    Freeze {},
+    /// Cut workers off the node.
+    Partition {
+        /// `proxy` (both backends) or `network` (docker only); default `proxy`.
+        via: PartitionVia,
+    },
+    /// Connections stay open, data vanishes both ways.
+    BlackHole {},
+    /// Replies delayed by `latency_ms` ± `jitter_pct` % of it.
+    Slow {
+        /// Added delay, milliseconds: `[100, 800]` or one value.
+        latency_ms: ValueRange<u64>,
+        /// Random ± spread, in percent of the drawn latency (0-100; default 0).
+        jitter_pct: u64,
+    },
+    /// The node's wall clock jumps by `offset_s` seconds (Valkey only).
+    ClockJump {
+        /// Seconds, `[20, 60]` or one value; positive jumps forward.
+        offset_s: ValueRange<i64>,
+    },
+    /// A worker stops for the window; targets are workers (`one-worker`, `{ workers = [..] }`).
+    ClientStall {},
+}
+
+/// The names `kind` takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+enum Kind {
+    Kill,
+    RestartKeep,
+    RestartWipe,
+    Freeze,
+    Partition,
+    BlackHole,
+    Slow,
+    ClockJump,
+    ClientStall,
+}
+
+/// [`FaultSpec`] as written: a flat table whose parameters are checked against its kind
+/// (a plain struct rather than serde's internally tagged enum, so an error inside a
+/// parameter still names it, with its line).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFaultSpec {
+    kind: Kind,
+    via: Option<PartitionVia>,
+    latency_ms: Option<ValueRange<u64>>,
+    #[serde(default, deserialize_with = "percent")]
+    jitter_pct: Option<u64>,
+    offset_s: Option<ValueRange<i64>>,
+}
+
+fn percent<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    let p = u64::deserialize(d)?;
+    if p > 100 {
+        return Err(de::Error::custom(format!(
+            "{p} is not a percentage: use 0 to 100"
+        )));
+    }
+    Ok(Some(p))
+}
+
+impl TryFrom<RawFaultSpec> for FaultSpec {
+    type Error = String;
+
+    fn try_from(r: RawFaultSpec) -> Result<Self, String> {
+        let spec = match r.kind {
+            Kind::Kill => FaultSpec::Kill {},
+            Kind::RestartKeep => FaultSpec::RestartKeep {},
+            Kind::RestartWipe => FaultSpec::RestartWipe {},
+            Kind::Freeze => FaultSpec::Freeze {},
+            Kind::Partition => FaultSpec::Partition {
+                via: r.via.unwrap_or(PartitionVia::Proxy),
+            },
+            Kind::BlackHole => FaultSpec::BlackHole {},
+            Kind::Slow => FaultSpec::Slow {
+                latency_ms: r.latency_ms.ok_or_else(|| {
+                    SpecError::new(
+                        "latency_ms",
+                        "missing: `slow` needs a latency, e.g. latency_ms = [100, 800]",
+                    )
+                    .to_string()
+                })?,
+                jitter_pct: r.jitter_pct.unwrap_or(0),
+            },
+            Kind::ClockJump => FaultSpec::ClockJump {
+                offset_s: r.offset_s.ok_or_else(|| {
+                    SpecError::new(
+                        "offset_s",
+                        "missing: `clock-jump` needs an offset, e.g. offset_s = [20, 60]",
+                    )
+                    .to_string()
+                })?,
+            },
+            Kind::ClientStall => FaultSpec::ClientStall {},
+        };
+        let given = [
+            ("via", r.via.is_some(), "partition"),
+            ("latency_ms", r.latency_ms.is_some(), "slow"),
+            ("jitter_pct", r.jitter_pct.is_some(), "slow"),
+            ("offset_s", r.offset_s.is_some(), "clock-jump"),
+        ];
+        for (field, present, owner) in given {
+            if present && spec.name() != owner {
+                return Err(SpecError::new(
+                    field,
+                    format!(
+                        "does not apply to `{}` (only `{owner}` takes it); remove it",
+                        spec.name()
+                    ),
+                )
+                .to_string());
+            }
+        }
+        Ok(spec)
+    }
+}
+
+impl FaultSpec {
+    /// Short stable name, as in `kind`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            FaultSpec::Kill {} => "kill",
+            FaultSpec::RestartKeep {} => "restart-keep",
+            FaultSpec::RestartWipe {} => "restart-wipe",
+            FaultSpec::Freeze {} => "freeze",
+            FaultSpec::Partition { .. } => "partition",
+            FaultSpec::BlackHole {} => "black-hole",
+            FaultSpec::Slow { .. } => "slow",
+            FaultSpec::ClockJump { .. } => "clock-jump",
+            FaultSpec::ClientStall {} => "client-stall",
+        }
+    }
+
+    /// Whether its targets are workers rather than nodes.
+    pub fn targets_workers(&self) -> bool {
+        matches!(self, FaultSpec::ClientStall {})
+    }
+}
+
+/// Whom a fault hits. In files: `"one"`, `"one-of-minority"`, `"minority"`, `"majority"`,
+/// `"all"`, `"one-worker"`, or an explicit `{ nodes = [0, 2] }` / `{ workers = [1] }`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum TargetRule {
+    /// One random node.
+    One,
+    /// One random node, only if losing it leaves a quorum (none on 1-2 nodes).
+    OneOfMinority,
+    /// A random minority of 1..=(N − 1)/2 nodes (none on 1-2 nodes).
+    Minority,
+    /// A random set of exactly a quorum (N/2 + 1) of nodes.
+    Majority,
+    /// Every node.
+    All,
+    /// These nodes (indexes from 0; must exist in the run).
+    Nodes(Vec<usize>),
+    /// One random worker (client-side faults).
+    OneWorker,
+    /// These workers (indexes from 0; must exist in the run).
+    Workers(Vec<usize>),
+}
+
+impl TargetRule {
+    /// Whether it picks workers rather than nodes.
+    pub fn picks_workers(&self) -> bool {
+        matches!(self, TargetRule::OneWorker | TargetRule::Workers(_))
+    }
+}
+
+/// A closed range `[lo, hi]` to draw from; written `[lo, hi]`, or one value for `lo = hi`.
+/// `lo ≤ hi` is checked while parsing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ValueRange<T> {
+    /// Smallest value.
+    pub lo: T,
+    /// Largest value.
+    pub hi: T,
+}
+
+impl<T> ValueRange<T> {
+    /// `[lo, hi]`.
+    pub const fn new(lo: T, hi: T) -> Self {
+        ValueRange { lo, hi }
+    }
+}
+
+impl<T: Serialize + PartialEq> Serialize for ValueRange<T> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if self.lo == self.hi {
+            self.lo.serialize(s)
+        } else {
+            [&self.lo, &self.hi].serialize(s)
+        }
+    }
+}
+
+impl<'de, T> Deserialize<'de> for ValueRange<T>
+where
+    T: Deserialize<'de> + PartialOrd + Copy + fmt::Display,
+{
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<T>(PhantomData<T>);
+        impl<'de, T> Visitor<'de> for V<T>
+        where
+            T: Deserialize<'de> + PartialOrd + Copy + fmt::Display,
+        {
+            type Value = ValueRange<T>;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an integer or a range [low, high]")
+            }
+
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+                let x = T::deserialize(v.into_deserializer())?;
+                Ok(ValueRange::new(x, x))
+            }
+
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+                let x = T::deserialize(v.into_deserializer())?;
+                Ok(ValueRange::new(x, x))
+            }
+
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                let lo: T = seq
+                    .next_element()?
+                    .ok_or_else(|| de::Error::invalid_length(0, &"[low, high]"))?;
+                let hi: T = seq
+                    .next_element()?
+                    .ok_or_else(|| de::Error::invalid_length(1, &"[low, high]"))?;
+                if seq.next_element::<de::IgnoredAny>()?.is_some() {
+                    return Err(de::Error::invalid_length(3, &"[low, high]"));
+                }
+                if hi < lo {
+                    return Err(de::Error::custom(format!(
+                        "empty range [{lo}, {hi}]: write [low, high] with low ≤ high"
+                    )));
+                }
+                Ok(ValueRange::new(lo, hi))
+            }
+        }
+        d.deserialize_any(V(PhantomData))
+    }
+}
+
+/// A range of fractions of the run, `[lo, hi]` with `0 ≤ lo ≤ hi ≤ 1`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Fractions {
+    /// Smallest share.
+    pub lo: f64,
+    /// Largest share.
+    pub hi: f64,
+}
+
+impl Fractions {
+    /// `[lo, hi]`, checked.
+    ///
+    /// # Errors
+    /// When a bound is outside `[0, 1]` or `hi < lo`, a message saying so.
+    pub fn new(lo: f64, hi: f64) -> Result<Self, String> {
+        if !(0.0..=1.0).contains(&lo) || !(0.0..=1.0).contains(&hi) {
+            return Err(format!(
+                "[{lo}, {hi}] is not a range of fractions of the run: use values from 0 to 1 (0.1 = 10 % of --duration)"
+            ));
+        }
+        if hi < lo {
+            return Err(format!(
+                "empty range [{lo}, {hi}]: write [low, high] with low ≤ high"
+            ));
+        }
+        Ok(Fractions { lo, hi })
+    }
+}
+
+impl Serialize for Fractions {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        [self.lo, self.hi].serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Fractions {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let [lo, hi] = <[f64; 2]>::deserialize(d)?;
+        Fractions::new(lo, hi).map_err(de::Error::custom)
+    }
+}
+
+/// Durations as humantime strings: `"60s"`, `"1m 30s"`, `"250ms"`.
+pub(crate) mod human_duration {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer, de};
+
+    pub(crate) fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&humantime::format_duration(*d).to_string())
+    }
+
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let s = String::deserialize(d)?;
+        humantime::parse_duration(&s).map_err(|e| {
+            de::Error::custom(format!(
+                "{s:?} is not a duration ({e}): write one with a unit, e.g. \"60s\", \"250ms\", \"1m 30s\""
+            ))
+        })
+    }
+}

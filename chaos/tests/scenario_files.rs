@@ -1,0 +1,367 @@
+//! Scenarios as data: every built-in gives the schedules its old recipe function gave,
+//! survives JSON and TOML unchanged, and an edited copy of one runs; malformed files are
+//! refused with exit 64 and a message naming the file, line and field.
+
+mod legacy_recipes;
+
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use redlock_chaos::nemesis::{Fault, Targets};
+use redlock_chaos::scenario::file::{self, Format};
+use redlock_chaos::scenario::{SCENARIOS, Scenario, Shape, find};
+
+fn chaos(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_chaos"))
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run chaos")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn builtins_give_the_schedules_of_the_old_recipe_functions() {
+    assert_eq!(legacy_recipes::ALL.len(), SCENARIOS.len());
+    for (name, old) in legacy_recipes::ALL {
+        let s = find(name).unwrap_or_else(|| panic!("no built-in {name}"));
+        for secs in [0, 1, 5, 8, 20, 60, 600, 3600] {
+            for nodes in [1, 2, 3, 5, 7] {
+                for workers in [0, 1, 3] {
+                    for seed in 0..12u64 {
+                        let duration = Duration::from_secs(secs);
+                        let shape = Shape {
+                            duration,
+                            nodes,
+                            workers,
+                        };
+                        let mut rng = StdRng::seed_from_u64(seed);
+                        let mut want = old(&mut rng, &shape);
+                        want.retain(|f| !f.targets.is_empty());
+                        want.sort_by_key(|f| f.start);
+                        let got = s.schedule(duration, nodes, workers, seed).faults;
+                        assert_eq!(
+                            got, want,
+                            "{name}: {secs}s, {nodes} nodes, {workers} workers, seed {seed}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn every_builtin_round_trips_through_json_and_toml() {
+    let d = Duration::from_secs(60);
+    for s in SCENARIOS.iter() {
+        let json = serde_json::to_string_pretty(s).expect("json");
+        let toml = toml::to_string_pretty(s).expect("toml");
+        for (text, format) in [(&json, Format::Json), (&toml, Format::Toml)] {
+            let back =
+                file::parse(text, format).unwrap_or_else(|e| panic!("{}: {e}\n{text}", s.name));
+            assert_eq!(back, vec![s.clone()], "{format:?}:\n{text}");
+            assert_eq!(
+                back[0].schedule(d, 5, 3, 42),
+                s.schedule(d, 5, 3, 42),
+                "{}",
+                s.name
+            );
+            assert!(back[0].is_builtin());
+        }
+    }
+}
+
+#[test]
+fn chaos_scenarios_json_is_the_file_format() {
+    let out = chaos(&["scenarios", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = String::from_utf8(out.stdout).expect("utf-8");
+    // The whole array is a valid file, and so is each element alone.
+    let all = file::parse(&text, Format::Json).expect("the array parses");
+    assert_eq!(all, *SCENARIOS);
+    let values: Vec<serde_json::Value> = serde_json::from_str(&text).expect("json");
+    for (v, s) in values.iter().zip(SCENARIOS.iter()) {
+        let one = serde_json::to_string_pretty(v).expect("json");
+        assert_eq!(
+            file::parse(&one, Format::Json).expect("one"),
+            vec![s.clone()]
+        );
+    }
+    let out = chaos(&["scenarios", "--toml", "latency"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = String::from_utf8(out.stdout).expect("utf-8");
+    assert_eq!(
+        file::parse(&text, Format::Toml).expect("toml parses"),
+        vec![find("latency").expect("latency").clone()]
+    );
+    let out = chaos(&["scenarios", "--toml", "nope"]);
+    assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
+    assert!(stderr(&out).contains("kill-minority"), "{}", stderr(&out));
+}
+
+/// `chaos scenarios --json | jq '.[0]'`, edited: faults of 30-40 % of the run, capped at 60 s.
+fn edited_kill_minority() -> String {
+    let out = chaos(&["scenarios", "--json"]);
+    let mut all: Vec<serde_json::Value> =
+        serde_json::from_slice(&out.stdout).expect("scenarios json");
+    let mut s = all.remove(0);
+    assert_eq!(s["name"], "kill-minority");
+    s["name"] = "kill-minority-60s".into();
+    s["recipe"]["window"]["on"] = serde_json::json!([0.3, 0.4]);
+    s["recipe"]["window"]["max_on"] = "60s".into();
+    serde_json::to_string_pretty(&s).expect("json")
+}
+
+#[test]
+fn an_edited_copy_has_the_expected_shape() {
+    let parsed = file::parse(&edited_kill_minority(), Format::Json).expect("edited file");
+    let s: &Scenario = &parsed[0];
+    assert!(!s.is_builtin());
+    // 10 minutes: every fault wants 3-4 minutes and is capped at one.
+    let d = Duration::from_secs(600);
+    for seed in 0..20 {
+        let sch = s.schedule(d, 5, 3, seed);
+        assert!(sch.faults.len() >= 4, "{:?}", sch.faults);
+        for f in &sch.faults {
+            assert_eq!(f.fault, Fault::Kill);
+            assert_eq!(f.end - f.start, Duration::from_secs(60));
+            assert!(matches!(&f.targets, Targets::Nodes(n) if (1..=2).contains(&n.len())));
+        }
+    }
+    // 8 s: 30-40 % of the run.
+    for f in s.schedule(Duration::from_secs(8), 5, 3, 1).faults {
+        let ms = (f.end - f.start).as_millis();
+        assert!((2400..=3200).contains(&ms), "{ms} ms");
+    }
+}
+
+const GOOD: &str = r#"name = "km"
+expectation = "safe-and-available"
+
+[recipe]
+faults = [{ kind = "kill" }, { kind = "slow", latency_ms = [100, 800], jitter_pct = 20 }]
+targets = "minority"
+window = { on = [0.3, 0.4], off = [0.05, 0.1], max_on = "60s" }
+"#;
+
+/// `chaos run` on a file made from GOOD with `from` replaced by `to`: exit 64 before
+/// anything starts, with `FILE:LINE: field `FIELD`` in the message.
+fn refused(name: &str, text: &str, line: Option<usize>, field: &str, also: &str) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join(name);
+    std::fs::write(&path, text).expect("write");
+    let out = chaos(&[
+        "run",
+        "--backend",
+        "local",
+        "--duration",
+        "8s",
+        "--scenario-file",
+        path.to_str().expect("utf-8"),
+    ]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(64), "{name}: {err}");
+    let at = match line {
+        Some(l) => format!("{}:{l}: field `{field}`", path.display()),
+        None => format!("{}: field `{field}`", path.display()),
+    };
+    assert!(err.contains(&at), "{name}: want {at:?} in {err}");
+    assert!(err.contains(also), "{name}: want {also:?} in {err}");
+    assert!(
+        !err.contains("chaos run: seed"),
+        "{name}: the run started: {err}"
+    );
+}
+
+#[test]
+fn malformed_files_exit_64_naming_file_line_and_field() {
+    let edit = |from: &str, to: &str| {
+        assert!(GOOD.contains(from), "{from}");
+        GOOD.replacen(from, to, 1)
+    };
+    refused(
+        "unknown.toml",
+        &edit("expectation =", "expectaton ="),
+        Some(2),
+        "expectaton",
+        "unknown field",
+    );
+    refused(
+        "type.toml",
+        &edit("name = \"km\"", "name = \"km\"\npause_rate = \"often\""),
+        Some(2),
+        "pause_rate",
+        "invalid type",
+    );
+    refused(
+        "fraction.toml",
+        &edit("on = [0.3, 0.4]", "on = [0.3, 1.4]"),
+        Some(7),
+        "recipe.window.on",
+        "from 0 to 1",
+    );
+    refused(
+        "empty-range.toml",
+        &edit("[100, 800]", "[800, 100]"),
+        Some(5),
+        "recipe.faults[1].latency_ms",
+        "empty range",
+    );
+    refused(
+        "unit.toml",
+        &edit("\"60s\"", "\"60\""),
+        Some(7),
+        "recipe.window.max_on",
+        "e.g. \"60s\"",
+    );
+    refused(
+        "kind.toml",
+        &edit("{ kind = \"kill\" }", "{ kind = \"kil\" }"),
+        Some(5),
+        "recipe.faults[0].kind",
+        "black-hole",
+    );
+    refused(
+        "param.toml",
+        &edit("{ kind = \"kill\" }", "{ kind = \"kill\", offset_s = 20 }"),
+        Some(5),
+        "recipe.faults[0].offset_s",
+        "only `clock-jump` takes it",
+    );
+    refused(
+        "expectation.toml",
+        &edit("\"safe-and-available\"", "\"safe\""),
+        Some(2),
+        "expectation",
+        "must-show-lost-update",
+    );
+    refused(
+        "stall-on-nodes.toml",
+        &edit("{ kind = \"kill\" }", "{ kind = \"client-stall\" }"),
+        Some(4),
+        "recipe.targets",
+        "one-worker",
+    );
+    refused(
+        "nodes.toml",
+        &edit("\"minority\"", "{ nodes = [1, 7] }"),
+        None,
+        "recipe.targets",
+        "--nodes 8",
+    );
+    refused(
+        "both.toml",
+        &format!("timeline = []\n{GOOD}"),
+        Some(1),
+        "timeline",
+        "not both",
+    );
+    let json = edited_kill_minority().replacen("\"about\"", "\"abut\"", 1);
+    // Keys of a serde_json::Value print sorted: "about" is on line 2.
+    refused("unknown.json", &json, Some(2), "abut", "unknown field");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let yaml = dir.path().join("s.yaml");
+    std::fs::write(&yaml, "name: x").expect("write");
+    let out = chaos(&["run", "--scenario-file", yaml.to_str().expect("utf-8")]);
+    assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("*.toml or *.json"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_timeline_file_fits_the_run_or_is_refused() {
+    let text = r#"name = "slow-one"
+expectation = "safe-and-available"
+
+[[timeline]]
+fault = { kind = "slow", latency_ms = 300, jitter_pct = 10 }
+targets = { nodes = [1] }
+start = "2s"
+end = "6s"
+"#;
+    let s = file::parse(text, Format::Toml).expect("timeline").remove(0);
+    let sch = s.schedule(Duration::from_secs(8), 5, 3, 0);
+    assert_eq!(sch.faults.len(), 1);
+    let f = &sch.faults[0];
+    assert_eq!(
+        f.fault,
+        Fault::Slow {
+            latency_ms: 300,
+            jitter_ms: 30
+        }
+    );
+    assert_eq!(
+        (f.start, f.end),
+        (Duration::from_secs(2), Duration::from_secs(6))
+    );
+    // Past the end of a 5 s run.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("t.toml");
+    std::fs::write(&path, text).expect("write");
+    let out = chaos(&[
+        "run",
+        "--duration",
+        "5s",
+        "--scenario-file",
+        path.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("field `timeline[0].end`") && stderr(&out).contains("--duration"),
+        "{}",
+        stderr(&out)
+    );
+    let bad = text.replace("end = \"6s\"", "end = \"1s\"");
+    let e = file::parse(&bad, Format::Toml).expect_err("ends before it starts");
+    assert_eq!(e.field.as_deref(), Some("timeline[0].end"), "{e}");
+    assert_eq!(e.line, Some(4), "{e}");
+}
+
+/// The edited copy, end to end on the local backend.
+#[test]
+fn an_edited_scenario_file_runs_end_to_end() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("km60.json");
+    std::fs::write(&path, edited_kill_minority()).expect("write");
+    let report = dir.path().join("report");
+    let out = chaos(&[
+        "run",
+        "--backend",
+        "local",
+        "--duration",
+        "8s",
+        "--seed",
+        "7",
+        "--scenario-file",
+        path.to_str().expect("utf-8"),
+        "--report",
+        report.to_str().expect("utf-8"),
+    ]);
+    let err = stderr(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{err}\n{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let json = std::fs::read_to_string(report.join("report.json")).expect("report.json");
+    let v: serde_json::Value = serde_json::from_str(&json).expect("json");
+    assert_eq!(v["scenarios"].as_array().map(Vec::len), Some(1));
+    assert_eq!(v["scenarios"][0]["name"], "kill-minority-60s");
+    assert_eq!(v["scenarios"][0]["verdict"]["outcome"], "pass");
+    assert!(
+        v["scenarios"][0]["faults"]
+            .as_array()
+            .is_some_and(|f| !f.is_empty()),
+        "no faults applied: {json}"
+    );
+}
