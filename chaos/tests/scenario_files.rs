@@ -3,6 +3,7 @@
 //! refused with exit 64 and a message naming the file, line and field.
 
 mod legacy_recipes;
+mod schema;
 
 use std::process::{Command, Output};
 use std::time::Duration;
@@ -326,7 +327,7 @@ end = "6s"
     assert_eq!(e.line, Some(4), "{e}");
 }
 
-/// The edited copy, end to end on the local backend.
+/// The edited copy, end to end on the local backend; its report.json matches the schema.
 #[test]
 fn an_edited_scenario_file_runs_end_to_end() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -364,4 +365,5 @@ fn an_edited_scenario_file_runs_end_to_end() {
             .is_some_and(|f| !f.is_empty()),
         "no faults applied: {json}"
     );
+    schema::check(&v, "report.schema.json");
 }
