@@ -311,8 +311,17 @@ impl Redlock {
     /// [`LockError::NoValidityLeft`], [`LockError::EmptyResource`],
     /// [`LockError::FenceExhausted`].
     pub async fn try_acquire(&self, resource: &str) -> Result<Lease, LockError> {
-        let span = tracing::debug_span!("redlock.try_acquire", resource, nodes = self.nodes());
-        self.attempt(resource).instrument(span).await
+        let span = tracing::debug_span!(
+            "redlock.try_acquire",
+            resource,
+            nodes = self.nodes(),
+            outcome = tracing::field::Empty,
+            attempts = tracing::field::Empty
+        );
+        let started = Instant::now();
+        let result = self.attempt(resource).instrument(span.clone()).await;
+        crate::metrics::acquired(&span, started, &result, false);
+        result
     }
 
     /// Retries until acquired or `wait` has passed. Between attempts it waits for a
@@ -326,9 +335,17 @@ impl Redlock {
         let span = tracing::debug_span!(
             "redlock.acquire",
             resource,
-            wait_ms = wait.as_millis() as u64
+            wait_ms = wait.as_millis() as u64,
+            outcome = tracing::field::Empty,
+            attempts = tracing::field::Empty
         );
-        self.acquire_waiting(resource, wait).instrument(span).await
+        let started = Instant::now();
+        let result = self
+            .acquire_waiting(resource, wait)
+            .instrument(span.clone())
+            .await;
+        crate::metrics::acquired(&span, started, &result, true);
+        result
     }
 
     async fn acquire_waiting(&self, resource: &str, wait: Duration) -> Result<Lease, LockError> {

@@ -115,6 +115,8 @@
 //! - `script`: the Lua scripts, and why they go as `EVAL`. `node`: one primary, its
 //!   connection and calls with a deadline. `token`: owner tokens.
 //! - [`error`]: [`ConfigError`], [`LockError`], per-node failures.
+//! - `metrics`: the metric names (public with feature `metrics`, which emits them
+//!   through the `metrics` facade) and the outcome fields of the tracing spans.
 //! - `pg` (feature `postgres`): fenced writes to a PostgreSQL counter table — the
 //!   resource side of fencing tokens.
 
@@ -135,6 +137,12 @@ pub mod config;
 pub mod error;
 pub mod fence;
 mod lease;
+#[cfg(feature = "metrics")]
+pub mod metrics;
+// Without the feature the names are unused: the calls compile to nothing.
+#[cfg(not(feature = "metrics"))]
+#[allow(dead_code, unreachable_pub)]
+mod metrics;
 mod node;
 mod notify;
 #[cfg(feature = "postgres")]
