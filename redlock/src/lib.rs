@@ -117,6 +117,8 @@
 //! - [`error`]: [`ConfigError`], [`LockError`], per-node failures.
 //! - `metrics`: the metric names (public with feature `metrics`, which emits them
 //!   through the `metrics` facade) and the outcome fields of the tracing spans.
+//! - `blocking` (feature `blocking`): the same client for code not on Tokio, on a
+//!   runtime thread of its own.
 //! - `pg` (feature `postgres`): fenced writes to a PostgreSQL counter table — the
 //!   resource side of fencing tokens.
 
@@ -132,6 +134,8 @@
     )
 )]
 
+#[cfg(feature = "blocking")]
+pub mod blocking;
 mod client;
 pub mod config;
 pub mod error;

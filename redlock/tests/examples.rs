@@ -15,6 +15,11 @@ mod long_job;
 #[path = "../examples/graceful_shutdown.rs"]
 mod graceful_shutdown;
 
+#[cfg(feature = "blocking")]
+#[allow(dead_code, unreachable_pub)]
+#[path = "../examples/blocking.rs"]
+mod blocking;
+
 use std::time::Duration;
 
 use support::{Cluster, Flavour};
@@ -97,4 +102,17 @@ async fn graceful_shutdown_leaves_no_lock_key_whenever_it_stops() {
             "stopped after {stop_after_ms} ms ({sections} sections)"
         );
     }
+}
+
+#[cfg(feature = "blocking")]
+#[test]
+fn blocking_threads_write_with_growing_tokens_and_leave_no_lock_key() {
+    let cluster = Cluster::start(Flavour::Valkey, 3);
+    let ledger = blocking::run(&cluster.urls(), 4, 5).expect("runs");
+    assert_eq!(ledger.len(), 20);
+    assert!(
+        ledger.windows(2).all(|w| w[0] < w[1]),
+        "each write's token is larger than the last: {ledger:?}"
+    );
+    assert_eq!(lock_keys_left(&cluster), []);
 }
