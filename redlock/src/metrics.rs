@@ -31,7 +31,7 @@
 //! - `reason`: `expired`, `gone`, `max_hold`, `shutdown` (see [`LossReason`]).
 //!
 //! Only acquire calls that return are counted: a dropped (cancelled) acquire future is not.
-//! A plain [`Lease`](crate::Lease) that runs out of validity is not a lost lease here:
+//! A plain [`Lease`] that runs out of validity is not a lost lease here:
 //! only a renewing one is watched.
 //!
 //! # Tracing
