@@ -48,6 +48,9 @@ pub(crate) struct Shared {
     /// The longest node deadline of any client sharing these connections (`with_ttl`
     /// clients have their own): bounds how long a background task can run.
     longest_deadline: Mutex<Duration>,
+    /// The runtime of a blocking client: its background work runs there, wherever the
+    /// drop that started it happened.
+    home: OnceLock<tokio::runtime::Handle>,
 }
 
 impl Shared {
@@ -58,23 +61,35 @@ impl Shared {
             tasks: TaskTracker::new(),
             closing: CancellationToken::new(),
             longest_deadline: Mutex::new(deadline),
+            home: OnceLock::new(),
         }
     }
 
-    /// Runs `work` in the background on the current runtime, tracked for `shutdown`.
-    /// Without a runtime (a drop outside Tokio) nothing can run: returns `false`, and the
-    /// keys expire with their TTL.
+    /// Runs `work` in the background on the client's own runtime (a blocking client's) or
+    /// the current one, tracked for `shutdown`. Without a runtime (a drop outside Tokio)
+    /// nothing can run: returns `false`, and the keys expire with their TTL.
     pub(crate) fn spawn<F>(&self, work: F) -> bool
     where
         F: Future<Output = ()> + Send + 'static,
     {
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
+        let runtime = self
+            .home
+            .get()
+            .cloned()
+            .or_else(|| tokio::runtime::Handle::try_current().ok());
+        match runtime {
+            Some(runtime) => {
                 self.tasks.spawn_on(work, &runtime);
                 true
             }
-            Err(_) => false,
+            None => false,
         }
+    }
+
+    /// Makes `runtime` the home of this client's background work.
+    #[cfg(feature = "blocking")]
+    pub(crate) fn set_home(&self, runtime: tokio::runtime::Handle) {
+        let _ = self.home.set(runtime);
     }
 
     /// The tracker of background work, for the quorum's hand-offs.
@@ -311,8 +326,17 @@ impl Redlock {
     /// [`LockError::NoValidityLeft`], [`LockError::EmptyResource`],
     /// [`LockError::FenceExhausted`].
     pub async fn try_acquire(&self, resource: &str) -> Result<Lease, LockError> {
-        let span = tracing::debug_span!("redlock.try_acquire", resource, nodes = self.nodes());
-        self.attempt(resource).instrument(span).await
+        let span = tracing::debug_span!(
+            "redlock.try_acquire",
+            resource,
+            nodes = self.nodes(),
+            outcome = tracing::field::Empty,
+            attempts = tracing::field::Empty
+        );
+        let started = Instant::now();
+        let result = self.attempt(resource).instrument(span.clone()).await;
+        crate::metrics::acquired(&span, started, &result, false);
+        result
     }
 
     /// Retries until acquired or `wait` has passed. Between attempts it waits for a
@@ -326,9 +350,17 @@ impl Redlock {
         let span = tracing::debug_span!(
             "redlock.acquire",
             resource,
-            wait_ms = wait.as_millis() as u64
+            wait_ms = wait.as_millis() as u64,
+            outcome = tracing::field::Empty,
+            attempts = tracing::field::Empty
         );
-        self.acquire_waiting(resource, wait).instrument(span).await
+        let started = Instant::now();
+        let result = self
+            .acquire_waiting(resource, wait)
+            .instrument(span.clone())
+            .await;
+        crate::metrics::acquired(&span, started, &result, true);
+        result
     }
 
     async fn acquire_waiting(&self, resource: &str, wait: Duration) -> Result<Lease, LockError> {

@@ -204,8 +204,18 @@ impl Lease {
     /// [`LockError::LeaseLost`] when validity had already run out, else
     /// [`LockError::QuorumNotReached`] / [`LockError::NoValidityLeft`].
     pub async fn extend(&mut self) -> Result<Duration, LockError> {
-        let span = tracing::debug_span!("redlock.extend", resource = %self.resource);
-        self.extend_inner().instrument(span).await.map(|(v, _)| v)
+        let span = tracing::debug_span!(
+            "redlock.extend",
+            resource = %self.resource,
+            outcome = tracing::field::Empty
+        );
+        let result = self
+            .extend_inner()
+            .instrument(span.clone())
+            .await
+            .map(|(v, _)| v);
+        crate::metrics::extended(&span, &result);
+        result
     }
 
     /// Like `extend`, also telling how many nodes said "not ours".
@@ -261,17 +271,24 @@ impl Lease {
     /// left alone) and wakes waiters. Waits for every node up to its deadline.
     pub async fn release(mut self) -> ReleaseReport {
         self.done = true;
-        let span = tracing::debug_span!("redlock.release", resource = %self.resource);
+        let span = tracing::debug_span!(
+            "redlock.release",
+            resource = %self.resource,
+            outcome = tracing::field::Empty,
+            released = tracing::field::Empty
+        );
         let settings = self.client.settings();
-        delete_everywhere(
+        let report = delete_everywhere(
             &self.client.shared().nodes,
             &self.key,
             &self.token,
             settings.notify,
             settings.node_timeout,
         )
-        .instrument(span)
-        .await
+        .instrument(span.clone())
+        .await;
+        crate::metrics::released(&span, &report, self.client.quorum());
+        report
     }
 
     /// Retires the resource's fence counter, then releases: deletes the counter on every

@@ -115,6 +115,10 @@
 //! - `script`: the Lua scripts, and why they go as `EVAL`. `node`: one primary, its
 //!   connection and calls with a deadline. `token`: owner tokens.
 //! - [`error`]: [`ConfigError`], [`LockError`], per-node failures.
+//! - `metrics`: the metric names (public with feature `metrics`, which emits them
+//!   through the `metrics` facade) and the outcome fields of the tracing spans.
+//! - `blocking` (feature `blocking`): the same client for code not on Tokio, on a
+//!   runtime thread of its own.
 //! - `pg` (feature `postgres`): fenced writes to a PostgreSQL counter table — the
 //!   resource side of fencing tokens.
 
@@ -130,11 +134,19 @@
     )
 )]
 
+#[cfg(feature = "blocking")]
+pub mod blocking;
 mod client;
 pub mod config;
 pub mod error;
 pub mod fence;
 mod lease;
+#[cfg(feature = "metrics")]
+pub mod metrics;
+// Without the feature the names are unused: the calls compile to nothing.
+#[cfg(not(feature = "metrics"))]
+#[allow(dead_code, unreachable_pub)]
+mod metrics;
 mod node;
 mod notify;
 #[cfg(feature = "postgres")]

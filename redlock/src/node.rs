@@ -199,6 +199,9 @@ impl Node {
             },
             Ok(Ok(v)) => Ok(v),
         };
+        if let Err(e) = &result {
+            crate::metrics::node_error(&self.addr, e);
+        }
         (result, started.elapsed())
     }
 

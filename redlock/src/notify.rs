@@ -97,6 +97,7 @@ impl Registry {
                 w.heard
                     .send_modify(|(id, repeats)| (*id, *repeats) = (id.wrapping_add(1), 0));
                 w.notify.notify_one();
+                crate::metrics::handoff_wakeup();
             }
         }
     }

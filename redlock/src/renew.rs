@@ -304,6 +304,9 @@ async fn renew_loop(
             () = closing.cancelled() => break LossReason::Shutdown,
             _ = &mut stopped => return Ok(lease),
         };
+        if renewed.is_err() {
+            crate::metrics::renew_failed();
+        }
         match renewed {
             // Done, but only after validity ended: the holder has been told (or may have
             // been: `status` and `lost` watch the clock) that the lease is lost, and a loss
@@ -331,6 +334,7 @@ async fn renew_loop(
             }
         }
     };
+    crate::metrics::lease_lost(verdict);
     let _ = status.send(LeaseStatus::Lost(verdict));
     if verdict != LossReason::Shutdown {
         // Keep the lease until the holder releases it, or the client shuts down.
