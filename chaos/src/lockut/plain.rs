@@ -17,8 +17,9 @@ use std::time::Duration;
 use futures::future::join_all;
 use rand::Rng;
 use redis::aio::MultiplexedConnection;
-use redis::{Client, Script};
+use redis::{AsyncConnectionConfig, Client, Script};
 use tokio::sync::Mutex;
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::{AcquireFailure, Granted};
@@ -83,26 +84,58 @@ const RELEASE: &str = r"
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0";
 
+/// How long making a connection may take (TCP connect and handshake).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// A node's connection, once made, and the task making one, while it runs.
+#[derive(Debug, Default)]
+struct Slot {
+    ready: Option<MultiplexedConnection>,
+    connecting: Option<JoinHandle<redis::RedisResult<MultiplexedConnection>>>,
+}
+
 /// One node: its client and a cached connection (dropped on error, made again next time).
+///
+/// The connection is made by a spawned task that goes on when the call waiting for it
+/// misses its node deadline, and the next call picks it up. Were it made inside the call, a
+/// node whose handshake takes longer than the deadline (a loaded machine, a slow link)
+/// would never get a connection: every call would start one and cancel it.
 #[derive(Debug)]
 struct Node {
     client: Client,
-    conn: Mutex<Option<MultiplexedConnection>>,
+    conn: Mutex<Slot>,
 }
 
 impl Node {
     async fn conn(&self) -> redis::RedisResult<MultiplexedConnection> {
         let mut slot = self.conn.lock().await;
-        if let Some(c) = slot.as_ref() {
+        if let Some(c) = &slot.ready {
             return Ok(c.clone());
         }
-        let c = self.client.get_multiplexed_async_connection().await?;
-        *slot = Some(c.clone());
-        Ok(c)
+        let task = slot.connecting.get_or_insert_with(|| {
+            let client = self.client.clone();
+            let config = AsyncConnectionConfig::new().set_connection_timeout(Some(CONNECT_TIMEOUT));
+            tokio::spawn(async move {
+                client
+                    .get_multiplexed_async_connection_with_config(&config)
+                    .await
+            })
+        });
+        // Cancel-safe: dropped here, the task goes on and its handle stays in the slot.
+        let made = task.await;
+        slot.connecting = None;
+        match made {
+            Ok(Ok(c)) => {
+                slot.ready = Some(c.clone());
+                Ok(c)
+            }
+            Ok(Err(e)) => Err(e),
+            Err(join) => Err(std::io::Error::other(join.to_string()).into()),
+        }
     }
 
     async fn forget(&self) {
-        *self.conn.lock().await = None;
+        self.conn.lock().await.ready = None;
     }
 
     async fn run(&self, script: &Script, keys: Vec<String>, args: Vec<String>) -> Option<i64> {
@@ -170,7 +203,7 @@ impl PlainRedlock {
                 Client::open(u.as_str())
                     .map(|client| Node {
                         client,
-                        conn: Mutex::new(None),
+                        conn: Mutex::new(Slot::default()),
                     })
                     .map_err(|e| format!("node URL {u}: {e}"))
             })
