@@ -30,7 +30,7 @@ use clap::{Args, Parser, Subcommand};
 use redlock_chaos::cluster::state::{self, ClusterState};
 use redlock_chaos::cluster::{
     self, AnyCluster, BackendKind, Cluster, ClusterSpec, DEFAULT_NODES, Flavour, NodeId, ProxyPlan,
-    docker, local,
+    docker, local, proxy_process,
 };
 use redlock_chaos::commands::fencing_table::{self, FencingTableArgs};
 use redlock_chaos::commands::lock::{self, LockArgs};
@@ -208,8 +208,9 @@ struct UpArgs {
     /// Number of primaries.
     #[arg(long, default_value_t = DEFAULT_NODES)]
     nodes: usize,
-    /// Workers connect straight to the nodes. Default: through a `chaos toxiproxy` container
-    /// on docker; always direct on local (its proxy is in-process and would die with `chaos up`).
+    /// Workers connect straight to the nodes. Default: through our Toxiproxy-compatible
+    /// proxy, a `chaos toxiproxy` container on docker and a `chaos toxiproxy` process on
+    /// local (both removed by `chaos down`).
     #[arg(long, conflicts_with = "toxiproxy_api")]
     no_proxy: bool,
     /// Use this (e.g. Shopify) Toxiproxy API instead of our own proxy; proxies `node<i>`
@@ -222,6 +223,10 @@ struct UpArgs {
     /// State file to write.
     #[arg(long, default_value_os_t = state::default_path())]
     state: PathBuf,
+    /// Also write a stack file describing the cluster, for `chaos run --stack FILE` from
+    /// another process (or another host).
+    #[arg(long, value_name = "FILE")]
+    stack_out: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -420,6 +425,9 @@ async fn up(args: UpArgs) -> Result<(), cluster::ClusterError> {
         Some(b) => b,
         None => BackendKind::detect().await,
     };
+    // The local backend's proxy runs in-process and would die with `chaos up`: it gets a
+    // `chaos toxiproxy` process of its own instead, which `chaos down` stops.
+    let mut proxy_process = None;
     let plan = match (&args.toxiproxy_api, backend) {
         (Some(api), _) => ProxyPlan::External {
             api: api.clone(),
@@ -427,13 +435,43 @@ async fn up(args: UpArgs) -> Result<(), cluster::ClusterError> {
         },
         _ if args.no_proxy => ProxyPlan::Direct,
         (None, BackendKind::Docker) => ProxyPlan::Chaos,
-        (None, BackendKind::Local) => ProxyPlan::Direct,
+        (None, BackendKind::Local) => {
+            let exe = std::env::current_exe()
+                .map_err(|e| cluster::ClusterError::io("locating this chaos binary", e))?;
+            let dir = args
+                .state
+                .parent()
+                .filter(|d| !d.as_os_str().is_empty())
+                .unwrap_or(std::path::Path::new("."));
+            std::fs::create_dir_all(dir)
+                .map_err(|e| cluster::ClusterError::io(format!("creating {}", dir.display()), e))?;
+            let log = dir.join(format!("toxiproxy-{}.log", std::process::id()));
+            let p = proxy_process::spawn(&exe, &log).await?;
+            let api = p.api.clone();
+            proxy_process = Some(p);
+            ProxyPlan::External {
+                api,
+                listen_host: "127.0.0.1".into(),
+            }
+        }
+    };
+    let stop_proxy = |p: &Option<proxy_process::ProxyProcess>| {
+        if let Some(p) = p {
+            proxy_process::stop(p.pid);
+        }
     };
     let spec = ClusterSpec::new(args.flavour, args.nodes).with_proxy(plan);
     // Ctrl-C while coming up drops the half-built cluster, whose Drop guard cleans up.
     let cluster = tokio::select! {
-        c = AnyCluster::up(backend, spec) => c?,
+        c = AnyCluster::up(backend, spec) => match c {
+            Ok(c) => c,
+            Err(e) => {
+                stop_proxy(&proxy_process);
+                return Err(e);
+            }
+        },
         _ = tokio::signal::ctrl_c() => {
+            stop_proxy(&proxy_process);
             eprintln!("interrupted; cleaned up");
             return Ok(());
         }
@@ -455,9 +493,30 @@ async fn up(args: UpArgs) -> Result<(), cluster::ClusterError> {
             cluster.nodes() - 1
         );
     }
-    let st = cluster.detach()?;
+    if let Some(path) = &args.stack_out {
+        let written = cluster.stack().and_then(|stack| {
+            stack
+                .write(path)
+                .map_err(|e| cluster::ClusterError::io(format!("writing {}", path.display()), e))
+        });
+        if let Err(e) = written {
+            stop_proxy(&proxy_process);
+            return Err(e);
+        }
+    }
+    let mut st = match cluster.detach() {
+        Ok(st) => st,
+        Err(e) => {
+            stop_proxy(&proxy_process);
+            return Err(e);
+        }
+    };
+    st.proxy_pid = proxy_process.map(|p| p.pid);
     st.write(&args.state)?;
     println!("state: {}", args.state.display());
+    if let Some(path) = &args.stack_out {
+        println!("stack: {}", path.display());
+    }
     Ok(())
 }
 
@@ -487,7 +546,12 @@ async fn down(args: DownArgs) -> Result<(), Box<dyn std::error::Error>> {
         && st.backend == BackendKind::Local
     {
         let n = local::teardown_detached(st)?;
-        println!("local run {}: stopped {n} processes", st.run_id);
+        let proxy = st.proxy_pid.is_some_and(proxy_process::stop);
+        println!(
+            "local run {}: stopped {n} processes{}",
+            st.run_id,
+            if proxy { " and its proxy" } else { "" }
+        );
     }
     // Docker resources are found by label, state file or not (a crashed run writes none).
     if let Some(run) = docker_runs

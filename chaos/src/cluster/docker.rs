@@ -39,6 +39,7 @@ use tempfile::TempDir;
 
 use super::image::{self, IMAGE_FAKETIME_LIB, ImageInfo};
 use super::proxied::ProxyLayer;
+use super::stack::{Control, STACK_VERSION, Stack, StackNode, ToxiproxySection};
 use super::state::{ClusterState, NodeState};
 use super::{
     BackendKind, Cluster, ClusterError, ClusterSpec, DataOnRestart, Flavour, LABEL_PROJECT,
@@ -504,6 +505,36 @@ impl DockerCluster {
         self.lock().iter().map(|n| n.name.clone()).collect()
     }
 
+    /// This cluster as a stack file (for `chaos up --stack-out`): each node a container on
+    /// the local engine, behind its proxy, with its clock file when clock faults work.
+    pub fn stack(&self) -> Result<Stack, ClusterError> {
+        self.ensure_up()?;
+        let nodes = self
+            .lock()
+            .iter()
+            .enumerate()
+            .map(|(i, n)| StackNode {
+                url: redis_url(worker_addr(self.proxy.as_ref(), NodeId(i), n.addr())),
+                admin_url: Some(redis_url(n.addr())),
+                proxy: self.proxy.as_ref().map(|_| proxy_name(NodeId(i))),
+                clock_file: n.clock_dir.as_ref().map(|d| d.join("ts")),
+                control: Control::Docker {
+                    container: n.name.clone(),
+                    engine: None,
+                },
+            })
+            .collect();
+        Ok(Stack {
+            version: STACK_VERSION,
+            name: format!("chaos up {}", self.run_id),
+            toxiproxy: self.proxy.as_ref().map(|p| ToxiproxySection {
+                api: p.client().base_url().to_string(),
+            }),
+            postgres: None,
+            nodes,
+        })
+    }
+
     /// Leave everything running (for `chaos up`) and describe it for the state file.
     pub fn detach(self) -> Result<ClusterState, ClusterError> {
         self.finished.store(true, Ordering::SeqCst);
@@ -534,6 +565,7 @@ impl DockerCluster {
                 .proxy
                 .as_ref()
                 .map(|p| p.client().base_url().to_string()),
+            proxy_pid: None,
             dir,
         })
     }

@@ -23,6 +23,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use tempfile::TempDir;
 
+use super::stack::{Control, STACK_VERSION, Stack, StackNode, ToxiproxySection};
 use super::state::{ClusterState, NodeState};
 use super::{
     BackendKind, Cluster, ClusterError, ClusterSpec, DataOnRestart, Flavour, NodeId, ProxyLayer,
@@ -172,6 +173,70 @@ impl LocalCluster {
             .collect()
     }
 
+    /// This cluster as a stack file (for `chaos up --stack-out`): each node a local
+    /// process (its pid in `n<i>/pid`, written now, and the command line that started it),
+    /// behind its proxy when there is a proxy layer, with its clock file under libfaketime.
+    pub fn stack(&self) -> Result<Stack, ClusterError> {
+        self.ensure_up()?;
+        let nodes = self.lock();
+        let mut out = Vec::with_capacity(nodes.len());
+        for (i, n) in nodes.iter().enumerate() {
+            let pid_file = n.dir.join("pid");
+            if let Some(c) = &n.child {
+                write_file(&pid_file, &format!("{}\n", c.id()))?;
+            }
+            let mut command = vec![self.bin.display().to_string()];
+            command.extend(server_args(
+                "127.0.0.1",
+                n.port,
+                &n.data_dir().display().to_string(),
+            ));
+            let env = self
+                .faketime_env(n)
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v))
+                .collect();
+            out.push(StackNode {
+                url: redis_url(worker_addr(self.proxy.as_ref(), NodeId(i), n.addr())),
+                admin_url: Some(redis_url(n.addr())),
+                proxy: self.proxy.as_ref().map(|_| proxy_name(NodeId(i))),
+                clock_file: self.faketime.as_ref().map(|_| n.faketime_file()),
+                control: Control::Local {
+                    pid_file,
+                    command,
+                    env,
+                    cwd: None,
+                    log: Some(n.log_file()),
+                },
+            });
+        }
+        Ok(Stack {
+            version: STACK_VERSION,
+            name: format!("chaos up {}", self.run_id),
+            toxiproxy: self.proxy.as_ref().map(|p| ToxiproxySection {
+                api: p.client().base_url().to_string(),
+            }),
+            postgres: None,
+            nodes: out,
+        })
+    }
+
+    /// The environment a node's server runs with under libfaketime (empty without it).
+    fn faketime_env(&self, node: &LocalNode) -> Vec<(&'static str, String)> {
+        match &self.faketime {
+            Some(lib) => vec![
+                ("LD_PRELOAD", lib.display().to_string()),
+                (
+                    "FAKETIME_TIMESTAMP_FILE",
+                    node.faketime_file().display().to_string(),
+                ),
+                ("FAKETIME_NO_CACHE", "1".into()),
+                ("FAKETIME_DONT_FAKE_MONOTONIC", "1".into()),
+            ],
+            None => Vec::new(),
+        }
+    }
+
     /// Leave the processes running and the temp dir in place; describe them for `chaos down`.
     ///
     /// Refused with an in-process proxy ([`ProxyPlan::Chaos`]): it would die with this process
@@ -213,6 +278,7 @@ impl LocalCluster {
                 .proxy
                 .as_ref()
                 .map(|p| p.client().base_url().to_string()),
+            proxy_pid: None,
             dir: Some(self.root.clone()),
         })
         // Dropping `self` now does nothing (finished), and std `Child` does not kill on drop.
@@ -252,12 +318,7 @@ impl LocalCluster {
         // Own process group: a Ctrl-C in the terminal reaches only `chaos`, which then
         // decides (down or detach) instead of the servers dying behind its back.
         .process_group(0);
-        if let Some(lib) = &self.faketime {
-            cmd.env("LD_PRELOAD", lib)
-                .env("FAKETIME_TIMESTAMP_FILE", node.faketime_file())
-                .env("FAKETIME_NO_CACHE", "1")
-                .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
-        }
+        cmd.envs(self.faketime_env(node));
         cmd.spawn()
             .map_err(|e| ClusterError::io(format!("starting {}", self.bin.display()), e))
     }
@@ -537,7 +598,23 @@ impl Drop for LocalCluster {
 /// an unrelated process since `chaos up` is left alone.
 pub fn teardown_detached(state: &ClusterState) -> Result<usize, ClusterError> {
     let mut stopped = 0;
-    for pid in state.nodes.iter().filter_map(|n| n.pid) {
+    // The pids at `chaos up`, and those of servers an attached run started since
+    // (`n<i>/pid`, see `stack`).
+    let mut pids: Vec<u32> = state.nodes.iter().filter_map(|n| n.pid).collect();
+    if let Some(dir) = &state.dir {
+        for i in 0..state.nodes.len() {
+            let file = dir.join(format!("n{i}")).join("pid");
+            if let Some(pid) = std::fs::read_to_string(file)
+                .ok()
+                .and_then(|s| s.trim().parse().ok())
+            {
+                pids.push(pid);
+            }
+        }
+    }
+    pids.sort_unstable();
+    pids.dedup();
+    for pid in pids {
         let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
         if !String::from_utf8_lossy(&cmdline).contains("-server") {
             continue;

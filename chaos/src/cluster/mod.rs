@@ -16,6 +16,11 @@
 //! - [`resp`]: a tiny RESP client used for readiness (PING) checks, so readiness does not depend
 //!   on the behaviour of a full client library.
 //! - [`state`]: the `target/chaos/cluster.json` state file written by `chaos up`.
+//! - [`stack`]: the stack file describing a deployment someone else runs;
+//!   [`attached`]: the [`Cluster`] over it (`chaos run --stack`), driving each node through
+//!   its control (a container on any engine, a local process, or nothing). [`Verb`] and
+//!   [`Cluster::check`] say before a scenario which faults a cluster cannot apply.
+//! - [`proxy_process`]: a detached `chaos toxiproxy` for `chaos up` on the local backend.
 //!
 //! # Proxy layer
 //!
@@ -25,13 +30,17 @@
 //! per node ([`proxied`]), whose client is [`Cluster::proxy`]. Both backends compute worker URLs
 //! only through [`worker_addr`].
 
+pub mod attached;
 pub mod binaries;
+mod control;
 pub mod docker;
 pub mod image;
 pub mod local;
 pub mod ports;
 pub mod proxied;
+pub mod proxy_process;
 pub mod resp;
+pub mod stack;
 pub mod state;
 
 use std::fmt;
@@ -42,6 +51,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+pub use attached::AttachedCluster;
 pub use docker::DockerCluster;
 pub use local::LocalCluster;
 pub use proxied::{ProxyLayer, proxy_name};
@@ -365,7 +375,8 @@ pub enum ClusterError {
 }
 
 impl ClusterError {
-    pub(crate) fn io(action: impl Into<String>, source: std::io::Error) -> Self {
+    /// An I/O error while doing `action`.
+    pub fn io(action: impl Into<String>, source: std::io::Error) -> Self {
         ClusterError::Io {
             action: action.into(),
             source,
@@ -376,6 +387,38 @@ impl ClusterError {
         ClusterError::Docker {
             action: action.into(),
             source: Box::new(source),
+        }
+    }
+}
+
+/// What a fault asks of a cluster, for [`Cluster::check`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Verb {
+    /// Kill and start (also a restart keeping data).
+    Kill,
+    /// Freeze and thaw.
+    Freeze,
+    /// Restart with no data (amnesia).
+    RestartWipe,
+    /// Cut the node off the network (not through the proxy).
+    Disconnect,
+    /// Shift the node's clock.
+    Clock,
+    /// Anything through the node's proxy (partition, black hole, latency).
+    Proxy,
+}
+
+impl Verb {
+    /// Lower-case name, for messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Verb::Kill => "kill",
+            Verb::Freeze => "freeze",
+            Verb::RestartWipe => "amnesia",
+            Verb::Disconnect => "network partition",
+            Verb::Clock => "clock jump",
+            Verb::Proxy => "proxy fault",
         }
     }
 }
@@ -403,6 +446,24 @@ pub trait Cluster: fmt::Debug + Send + Sync {
     /// The proxy layer's API client, `None` with [`ProxyPlan::Direct`]. Node `i`'s proxy is
     /// named [`proxied::proxy_name`]`(i)`.
     fn proxy(&self) -> Option<&crate::proxy::Client>;
+    /// Name of `node`'s proxy at [`Cluster::proxy`] (`node<i>` unless a stack file says).
+    fn proxy_name(&self, node: NodeId) -> String {
+        proxied::proxy_name(node)
+    }
+    /// `Ok` when `verb` can be applied to `node`, else what is missing (for reports:
+    /// the fault is *not applicable* here). The backends this crate brings up can do
+    /// everything but proxy faults without a proxy layer.
+    fn check(&self, verb: Verb, node: NodeId) -> Result<(), String> {
+        if node.0 >= self.nodes() {
+            return Err(format!("{node} does not exist ({} nodes)", self.nodes()));
+        }
+        match verb {
+            Verb::Proxy if self.proxy().is_none() => {
+                Err("needs the proxy layer, and this cluster has none".into())
+            }
+            _ => Ok(()),
+        }
+    }
     /// SIGKILL the server. Heal: [`Cluster::start`].
     fn kill(&self, node: NodeId) -> impl Future<Output = Result<(), ClusterError>> + Send;
     /// Start a killed server (with its AOF) and wait until it answers PING.
@@ -441,6 +502,8 @@ pub enum AnyCluster {
     Docker(DockerCluster),
     /// Local processes.
     Local(LocalCluster),
+    /// A deployment described by a stack file.
+    Attached(AttachedCluster),
 }
 
 /// Which backend to use.
@@ -479,6 +542,19 @@ impl AnyCluster {
         match self {
             AnyCluster::Docker(c) => c.detach(),
             AnyCluster::Local(c) => c.detach(),
+            AnyCluster::Attached(_) => Err(ClusterError::InvalidSpec {
+                reason: "an attached stack is not ours to leave running; it already is".into(),
+            }),
+        }
+    }
+
+    /// The stack file describing this cluster, for `chaos up --stack-out` (an attached
+    /// cluster's own stack as it was read).
+    pub fn stack(&self) -> Result<stack::Stack, ClusterError> {
+        match self {
+            AnyCluster::Docker(c) => c.stack(),
+            AnyCluster::Local(c) => c.stack(),
+            AnyCluster::Attached(c) => Ok(c.stack().clone()),
         }
     }
 }
@@ -488,6 +564,7 @@ macro_rules! delegate {
         match $self {
             AnyCluster::Docker($c) => $e,
             AnyCluster::Local($c) => $e,
+            AnyCluster::Attached($c) => $e,
         }
     };
 }
@@ -516,6 +593,12 @@ impl Cluster for AnyCluster {
     }
     fn proxy(&self) -> Option<&crate::proxy::Client> {
         delegate!(self, c => c.proxy())
+    }
+    fn proxy_name(&self, node: NodeId) -> String {
+        delegate!(self, c => c.proxy_name(node))
+    }
+    fn check(&self, verb: Verb, node: NodeId) -> Result<(), String> {
+        delegate!(self, c => c.check(verb, node))
     }
     async fn kill(&self, node: NodeId) -> Result<(), ClusterError> {
         delegate!(self, c => c.kill(node).await)

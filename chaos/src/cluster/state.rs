@@ -23,6 +23,9 @@ pub struct ClusterState {
     /// (proxy of node `i` is named `node<i>`).
     #[serde(default)]
     pub proxy_api: Option<String>,
+    /// Local backend: the `chaos toxiproxy` process serving `proxy_api`, stopped on down.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy_pid: Option<u32>,
     /// Host directory owned by the run (local: node dirs; docker: clock files), removed on down.
     pub dir: Option<PathBuf>,
 }

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use tokio_util::sync::CancellationToken;
 
+use crate::cluster::stack::Stack;
 use crate::cluster::{BackendKind, DEFAULT_NODES, Flavour};
 use crate::lockut::LockKind;
 use crate::report::{self, Outcome};
@@ -60,6 +61,11 @@ pub struct RunArgs {
     /// `full-validity`, `unchecked-release`, `no-node-deadline` (for proving the checker).
     #[arg(long, value_parser = LockKind::parse, default_value = "ours")]
     pub lock: LockKind,
+    /// Attach to the deployment this stack file describes (TOML; see the README's "Running
+    /// against your own deployment") instead of bringing a cluster up. Node faults its
+    /// controls cannot apply make their scenarios not applicable.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["backend", "nodes", "flavour"])]
+    pub stack: Option<PathBuf>,
     /// Run id (docker label value); default: a fresh random one.
     #[arg(long, hide = true)]
     pub run_id: Option<String>,
@@ -67,7 +73,20 @@ pub struct RunArgs {
 
 /// Runs the command; returns the exit code (0 pass, 1 safety failure, 2 harness failure,
 /// 64 a scenario file that cannot be played).
-pub async fn run(args: RunArgs) -> u8 {
+pub async fn run(mut args: RunArgs) -> u8 {
+    let stack = match &args.stack {
+        Some(path) => match Stack::read(path) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                eprintln!("chaos run: --stack {e}");
+                return super::EXIT_USAGE;
+            }
+        },
+        None => None,
+    };
+    if let Some(s) = &stack {
+        args.nodes = s.nodes.len();
+    }
     let scenarios = match scenarios(&args) {
         Ok(s) => s,
         Err(Refused::Usage(e)) => {
@@ -90,6 +109,7 @@ pub async fn run(args: RunArgs) -> u8 {
     cfg.nodes = args.nodes;
     cfg.run_id = args.run_id.clone();
     cfg.lock = args.lock;
+    cfg.stack = stack;
     cfg.command = std::env::args().collect::<Vec<_>>().join(" ");
     let stop = CancellationToken::new();
     let ctrl_c = {

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use super::error::NemesisError;
 use super::fault::{Fault, PartitionVia, Target, WorkerId};
-use crate::cluster::{Cluster, ClusterError, DataOnRestart, NodeId, proxy_name};
+use crate::cluster::{Cluster, ClusterError, DataOnRestart, NodeId};
 use crate::proxy::{Client, ClientError, Stream};
 
 /// How client-side faults reach the workload (it owns the workers; the nemesis only says
@@ -38,8 +38,13 @@ fn cluster_err(
     }
 }
 
-fn proxy_err(verb: &str, fault: &Fault, node: NodeId) -> impl FnOnce(ClientError) -> NemesisError {
-    let action = format!("{verb} {fault} on {node} (proxy {})", proxy_name(node));
+fn proxy_err(
+    verb: &str,
+    fault: &Fault,
+    node: NodeId,
+    proxy: &str,
+) -> impl FnOnce(ClientError) -> NemesisError {
+    let action = format!("{verb} {fault} on {node} (proxy {proxy})");
     move |source| NemesisError::Proxy {
         action,
         source: Box::new(source),
@@ -85,6 +90,7 @@ pub async fn apply<C: Cluster>(
         Target::Node(n) => n,
     };
     let e = |verb| cluster_err(verb, fault, node);
+    let proxy = cluster.proxy_name(node);
     match *fault {
         Fault::Kill | Fault::RestartKeep | Fault::RestartWipe => {
             cluster.kill(node).await.map_err(e("apply"))
@@ -96,28 +102,28 @@ pub async fn apply<C: Cluster>(
         Fault::Partition {
             via: PartitionVia::Proxy,
         } => need_proxy(cluster, fault)?
-            .disable(&proxy_name(node))
+            .disable(&proxy)
             .await
             .map(drop)
-            .map_err(proxy_err("apply", fault, node)),
+            .map_err(proxy_err("apply", fault, node, &proxy)),
         Fault::BlackHole => need_proxy(cluster, fault)?
-            .black_hole(&proxy_name(node))
+            .black_hole(&proxy)
             .await
             .map(drop)
-            .map_err(proxy_err("apply", fault, node)),
+            .map_err(proxy_err("apply", fault, node, &proxy)),
         Fault::Slow {
             latency_ms,
             jitter_ms,
         } => need_proxy(cluster, fault)?
             .add_latency(
-                &proxy_name(node),
+                &proxy,
                 Stream::Downstream,
                 Duration::from_millis(latency_ms),
                 Duration::from_millis(jitter_ms),
             )
             .await
             .map(drop)
-            .map_err(proxy_err("apply", fault, node)),
+            .map_err(proxy_err("apply", fault, node, &proxy)),
         Fault::ClockJump { offset_s } => cluster
             .set_clock_offset(node, offset_s)
             .await
@@ -145,6 +151,7 @@ pub async fn heal<C: Cluster>(
         Target::Node(n) => n,
     };
     let e = |verb| cluster_err(verb, fault, node);
+    let proxy = cluster.proxy_name(node);
     match *fault {
         // `start` restarts a killed node from its AOF: that is Keep.
         Fault::Kill | Fault::RestartKeep => cluster.start(node).await.map_err(e("heal")),
@@ -160,24 +167,24 @@ pub async fn heal<C: Cluster>(
         Fault::Partition {
             via: PartitionVia::Proxy,
         } => need_proxy(cluster, fault)?
-            .enable(&proxy_name(node))
+            .enable(&proxy)
             .await
             .map(drop)
-            .map_err(proxy_err("heal", fault, node)),
+            .map_err(proxy_err("heal", fault, node, &proxy)),
         Fault::BlackHole => {
             let client = need_proxy(cluster, fault)?;
             for toxic in BLACK_HOLE_TOXICS {
-                ok_if_absent(client.remove_toxic(&proxy_name(node), toxic).await)
-                    .map_err(proxy_err("heal", fault, node))?;
+                ok_if_absent(client.remove_toxic(&proxy, toxic).await)
+                    .map_err(proxy_err("heal", fault, node, &proxy))?;
             }
             Ok(())
         }
         Fault::Slow { .. } => ok_if_absent(
             need_proxy(cluster, fault)?
-                .remove_toxic(&proxy_name(node), SLOW_TOXIC)
+                .remove_toxic(&proxy, SLOW_TOXIC)
                 .await,
         )
-        .map_err(proxy_err("heal", fault, node)),
+        .map_err(proxy_err("heal", fault, node, &proxy)),
         Fault::ClockJump { .. } => cluster.reset_clock(node).await.map_err(e("heal")),
         Fault::ClientStall => Ok(()),
     }

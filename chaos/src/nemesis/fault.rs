@@ -21,7 +21,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::cluster::NodeId;
+use crate::cluster::{NodeId, Verb};
 
 /// Index of a workload worker (client-side faults target these, not nodes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -108,6 +108,27 @@ impl Fault {
             } | Fault::BlackHole
                 | Fault::Slow { .. }
         )
+    }
+
+    /// What it asks of the cluster ([`Cluster::check`]); `None` for client-side faults.
+    ///
+    /// [`Cluster::check`]: crate::cluster::Cluster::check
+    pub fn needs(&self) -> Option<Verb> {
+        Some(match self {
+            Fault::Kill | Fault::RestartKeep => Verb::Kill,
+            Fault::RestartWipe => Verb::RestartWipe,
+            Fault::Freeze => Verb::Freeze,
+            Fault::Partition {
+                via: PartitionVia::Network,
+            } => Verb::Disconnect,
+            Fault::Partition {
+                via: PartitionVia::Proxy,
+            }
+            | Fault::BlackHole
+            | Fault::Slow { .. } => Verb::Proxy,
+            Fault::ClockJump { .. } => Verb::Clock,
+            Fault::ClientStall => return None,
+        })
     }
 
     /// Whether its targets are workers rather than nodes.

@@ -23,9 +23,9 @@ body{margin:0;padding:16px 24px;font:14px/1.45 system-ui,-apple-system,"Segoe UI
 h1{font-size:22px;margin:0 0 6px} h2{font-size:18px;margin:0} h3{font-size:14px;margin:14px 0 4px;color:var(--muted);font-weight:600}
 .run,.scenario{background:#fff;border:1px solid var(--line);border-radius:8px;padding:14px 18px;margin:0 0 18px;max-width:1160px}
 .scenario{border-left:6px solid var(--line)}
-.scenario.pass{border-left-color:var(--pass)} .scenario.fail{border-left-color:var(--fail)} .scenario.unknown{border-left-color:var(--unknown)}
+.scenario.pass{border-left-color:var(--pass)} .scenario.fail{border-left-color:var(--fail)} .scenario.unknown{border-left-color:var(--unknown)} .scenario.not-applicable{border-left-color:#9e9e9e}
 .badge{display:inline-block;padding:1px 9px;border-radius:10px;color:#fff;font-weight:700;font-size:12px;text-transform:uppercase;letter-spacing:.04em;vertical-align:middle}
-.badge.pass{background:var(--pass)} .badge.fail{background:var(--fail)} .badge.unknown{background:var(--unknown)}
+.badge.pass{background:var(--pass)} .badge.fail{background:var(--fail)} .badge.unknown{background:var(--unknown)} .badge.not-applicable{background:#757575}
 .meta{color:var(--muted);margin:2px 0} .meta code{font-size:12px}
 .head{display:flex;gap:10px;align-items:center}
 ul.reasons{margin:6px 0 0;padding-left:20px} ul.reasons li{margin:1px 0}
@@ -78,6 +78,7 @@ fn outcome_word(o: Outcome) -> &'static str {
         Outcome::Pass => "pass",
         Outcome::Fail => "fail",
         Outcome::Unknown => "unknown",
+        Outcome::NotApplicable => "not-applicable",
     }
 }
 

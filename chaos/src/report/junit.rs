@@ -4,6 +4,8 @@
 //! A failed scenario fails the cases of the modes its reasons name; when no reason names a
 //! mode (a scenario-wide expectation) every mode of it fails, so CI never shows a failed run
 //! as green. A harness failure (`Outcome::Unknown`) is an `<error>`: nothing was judged.
+//! A scenario that could not be played here (`Outcome::NotApplicable`) is `<skipped>`, with
+//! the reason as its message.
 
 use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
 
@@ -48,6 +50,12 @@ pub fn render_junit(report: &ChaosReport) -> Result<String, ReportError> {
 fn case(s: &ScenarioReport, mode: &str, m: Option<&ModeReport>, blamed: bool) -> TestCase {
     let status = match s.verdict.outcome {
         Outcome::Pass => TestCaseStatus::success(),
+        Outcome::NotApplicable => {
+            let mut st = TestCaseStatus::skipped();
+            st.set_message(s.verdict.reasons.join("; "));
+            st.set_type("not-applicable");
+            st
+        }
         Outcome::Fail if !blamed => TestCaseStatus::success(),
         Outcome::Fail | Outcome::Unknown => {
             let (kind, ty) = if s.verdict.outcome == Outcome::Fail {

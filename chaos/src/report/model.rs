@@ -58,6 +58,12 @@ fn ours() -> String {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Outcome {
+    /// Not played: a fault it needs cannot be applied to this cluster (an attached stack
+    /// whose node control cannot, say); the reasons say which. Exit code 0 on its own; a
+    /// run in which every scenario is not applicable judged nothing and is
+    /// [`Outcome::Unknown`].
+    #[serde(rename = "not-applicable")]
+    NotApplicable,
     /// Every expectation met.
     Pass,
     /// The harness itself failed (no verdict possible); exit code 2.
@@ -70,13 +76,13 @@ impl Outcome {
     /// The process exit code CI relies on: 0 pass, 1 safety failure, 2 harness failure.
     pub fn exit_code(self) -> u8 {
         match self {
-            Outcome::Pass => 0,
+            Outcome::NotApplicable | Outcome::Pass => 0,
             Outcome::Fail => 1,
             Outcome::Unknown => 2,
         }
     }
 
-    /// The worse of two outcomes (fail > unknown > pass).
+    /// The worse of two outcomes (fail > unknown > pass > not applicable).
     pub fn worst(self, other: Outcome) -> Outcome {
         self.max(other)
     }

@@ -48,6 +48,7 @@ fn verdict_line(r: &ScenarioReport) -> String {
         Outcome::Pass => "PASS",
         Outcome::Fail => "FAIL",
         Outcome::Unknown => "UNKNOWN",
+        Outcome::NotApplicable => "N/A",
     };
     let modes: Vec<String> = r
         .modes

@@ -40,8 +40,10 @@ use std::time::Duration;
 use fenced_redlock::pg::CounterTable;
 use tokio_util::sync::CancellationToken;
 
+use crate::cluster::stack::Stack;
 use crate::cluster::{
-    AnyCluster, BackendKind, Cluster, ClusterSpec, DEFAULT_NODES, Flavour, NodeId, ProxyPlan,
+    AnyCluster, AttachedCluster, BackendKind, Cluster, ClusterSpec, DEFAULT_NODES, Flavour, NodeId,
+    ProxyPlan,
 };
 use crate::lockut::LockKind;
 use crate::pg::Pg;
@@ -97,6 +99,9 @@ pub struct RunConfig {
     pub command: String,
     /// The lock under test.
     pub lock: LockKind,
+    /// A deployment to attach to instead of bringing a cluster up (`--stack`); `backend`,
+    /// `flavour` and `nodes` are then the stack's.
+    pub stack: Option<Stack>,
 }
 
 impl RunConfig {
@@ -117,6 +122,7 @@ impl RunConfig {
             chaos_bin: None,
             command: String::new(),
             lock: LockKind::Ours,
+            stack: None,
         }
     }
 }
@@ -156,21 +162,24 @@ pub async fn run_until(
         .unwrap_or_else(|| format!("run-{:08x}", rand::random::<u32>()));
     let backend = match cfg.backend {
         Some(b) => b,
+        // Unused when attaching: no need to ask for an engine.
+        None if cfg.stack.is_some() => BackendKind::Local,
         None => BackendKind::detect().await,
     };
     let mut report = ChaosReport {
         schema: SCHEMA,
         run_id: run_id.clone(),
         seed: cfg.seed,
-        backend: match backend {
-            BackendKind::Docker => "docker",
-            BackendKind::Local => "local",
+        backend: match (&cfg.stack, backend) {
+            (Some(_), _) => "attached",
+            (None, BackendKind::Docker) => "docker",
+            (None, BackendKind::Local) => "local",
         }
         .into(),
         lock: cfg.lock.name().into(),
         flavour: cfg.flavour.name().into(),
         server_version: String::new(),
-        nodes: cfg.nodes,
+        nodes: cfg.stack.as_ref().map_or(cfg.nodes, |s| s.nodes.len()),
         started_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
         command: cfg.command.clone(),
         scenarios: Vec::new(),
@@ -185,6 +194,7 @@ pub async fn run_until(
     match setup(&cfg, backend, &run_id, &stop).await {
         Ok((env, pg)) => {
             report.server_version = env.cluster.server_version().to_owned();
+            report.flavour = env.cluster.flavour().name().into();
             let total = cfg.scenarios.len();
             for (index, scenario) in cfg.scenarios.iter().enumerate() {
                 if stop.is_cancelled() {
@@ -218,7 +228,12 @@ pub async fn run_until(
         .scenarios
         .iter()
         .fold(report.verdict, |acc, s| acc.worst(s.verdict.outcome));
-    if report.scenarios.is_empty() {
+    // Nothing played (or nothing could be): nothing was judged.
+    if report
+        .scenarios
+        .iter()
+        .all(|s| s.verdict.outcome == Outcome::NotApplicable)
+    {
         report.verdict = Outcome::Unknown;
     }
     report
@@ -257,7 +272,11 @@ async fn setup(
     if cfg.scenarios.is_empty() {
         return Err("no scenarios to run".into());
     }
-    let pg_url = cfg.pg_url.clone();
+    let pg_url = cfg.pg_url.clone().or_else(|| {
+        cfg.stack
+            .as_ref()
+            .and_then(|s| s.postgres.as_ref().map(|p| p.url.clone()))
+    });
     let pg = tokio::select! {
         r = tokio::task::spawn_blocking(move || Pg::from_url_or_start(pg_url)) => r
             .map_err(|e| format!("starting postgres: {e}"))?
@@ -271,8 +290,19 @@ async fn setup(
     let mut spec = ClusterSpec::new(cfg.flavour, cfg.nodes).with_proxy(ProxyPlan::Chaos);
     spec.run_id = Some(run_id.to_owned());
     spec.proxy_bin = chaos_bin.clone();
+    let up = async {
+        match &cfg.stack {
+            Some(stack) => AttachedCluster::attach(stack.clone(), run_id.to_owned())
+                .await
+                .map(AnyCluster::Attached)
+                .map_err(|e| format!("attaching to the stack {:?}: {e}", stack.name)),
+            None => AnyCluster::up(backend, spec)
+                .await
+                .map_err(|e| format!("cluster up: {e}")),
+        }
+    };
     let cluster = tokio::select! {
-        c = AnyCluster::up(backend, spec) => c.map_err(|e| format!("cluster up: {e}"))?,
+        c = up => c?,
         () = stop.cancelled() => return Err("interrupted while bringing the cluster up".into()),
     };
     let cluster = Arc::new(cluster);

@@ -31,12 +31,14 @@ use super::split;
 use super::suite;
 use super::verdict::verdict;
 use super::worker_proc::{self, ProcessControl};
-use crate::cluster::{Cluster, NodeId};
+use crate::cluster::{Cluster, NodeId, Verb};
 use crate::lockut::{LockKind, LockUnderTest};
-use crate::nemesis::{Fault, FaultRecord, Nemesis, NemesisReport, PartitionVia, Targets};
+use crate::nemesis::{
+    Fault, FaultRecord, Nemesis, NemesisReport, PartitionVia, ScheduledFault, Targets,
+};
 use crate::report::model::IDLE_FAULT_MIN_MS;
 use crate::report::observer::{Progress, RunObserver};
-use crate::report::{FaultWindow, ModeReport, ModeTimeline, ScenarioReport};
+use crate::report::{FaultWindow, ModeReport, ModeTimeline, Outcome, ScenarioReport, Verdict};
 use crate::scenario::{Scenario, Work};
 use crate::workload::Mode;
 
@@ -117,6 +119,16 @@ pub(crate) async fn play(
             timeline,
         }
     };
+    let missing = not_applicable(&*env.cluster, scenario, &schedule.faults);
+    if !missing.is_empty() {
+        let mut r = report(Vec::new(), Vec::new(), BTreeMap::new(), BTreeMap::new());
+        r.verdict = Verdict {
+            outcome: Outcome::NotApplicable,
+            reasons: missing,
+            failed_modes: Vec::new(),
+        };
+        return r;
+    }
     if let Err(e) = reset(env, &rows).await {
         harness.push(format!("reset before the scenario: {e}"));
         return report(harness, Vec::new(), BTreeMap::new(), BTreeMap::new());
@@ -472,11 +484,59 @@ async fn start_workers(
     Ok(())
 }
 
+/// Why `scenario` cannot be played on `cluster`, one line per fault and node that cannot
+/// be applied (empty: it can). Nothing is skipped silently: such a scenario is reported
+/// not applicable, never played without its faults.
+pub(crate) fn not_applicable<C: Cluster>(
+    cluster: &C,
+    scenario: &Scenario,
+    faults: &[ScheduledFault],
+) -> Vec<String> {
+    let mut asks: Vec<(String, Verb, NodeId)> = Vec::new();
+    for f in faults {
+        if let Some(verb) = f.fault.needs() {
+            for n in f.targets.nodes() {
+                asks.push((f.fault.name().to_owned(), verb, *n));
+            }
+        }
+    }
+    if scenario.amnesia_split {
+        asks.push((
+            "amnesia".into(),
+            Verb::RestartWipe,
+            split::wiped_node(cluster.nodes()),
+        ));
+    }
+    let mut out: Vec<String> = asks
+        .into_iter()
+        .filter_map(|(what, verb, node)| {
+            cluster
+                .check(verb, node)
+                .err()
+                .map(|why| format!("not applicable: {what} on {node}: {why}"))
+        })
+        .collect();
+    out.dedup();
+    out
+}
+
 /// Proxies reset, nodes flushed and answering through their proxies, rows at 0.
 async fn reset(env: &Env, rows: &[i32]) -> Result<(), String> {
     let deadline = Instant::now() + RESET_WITHIN;
+    // Only this cluster's proxies: an attached Toxiproxy may serve others too.
     if let Some(p) = env.cluster.proxy() {
-        p.reset().await.map_err(|e| format!("proxy reset: {e}"))?;
+        for i in 0..env.cluster.nodes() {
+            let name = env.cluster.proxy_name(NodeId(i));
+            if env.cluster.check(Verb::Proxy, NodeId(i)).is_err() {
+                continue;
+            }
+            p.enable(&name)
+                .await
+                .map_err(|e| format!("enabling proxy {name}: {e}"))?;
+            p.heal(&name)
+                .await
+                .map_err(|e| format!("removing the toxics of proxy {name}: {e}"))?;
+        }
     }
     for i in 0..env.cluster.nodes() {
         let admin = env

@@ -55,6 +55,7 @@ pub fn render(report: &ChaosReport) -> String {
             Outcome::Pass => "PASS",
             Outcome::Fail => "FAIL",
             Outcome::Unknown => "UNKNOWN",
+            Outcome::NotApplicable => "N/A",
         };
         if s.modes.is_empty() {
             let _ = writeln!(out, "{:<19} {:<11} {:>120}  {verdict}", s.name, "-", "");

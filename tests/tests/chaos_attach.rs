@@ -1,0 +1,197 @@
+//! Attach mode end to end, as a user drives it, through the `chaos` binary: `chaos up
+//! --stack-out s.toml` in one process, `chaos run --stack s.toml` in another (every
+//! built-in scenario, each verdict a pass), `chaos down` after. On the local backend also a
+//! stack whose nodes have no control: node faults are *not applicable* in report.json,
+//! report.html and junit.xml (skipped), proxy faults still run.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use redlock_chaos::cluster::stack::{Control, Stack};
+use redlock_chaos::cluster::state::ClusterState;
+use redlock_chaos::report::{ChaosReport, Outcome};
+use redlock_e2e::{assert_all_pass, chaos_bin, engine_or_skip, eventually, processes_mentioning};
+
+/// A scratch dir with the cluster `chaos up` left in it; `chaos down` on drop (also when
+/// the test panics).
+struct Up {
+    dir: PathBuf,
+    run_id: String,
+}
+
+impl Up {
+    fn state(&self) -> PathBuf {
+        self.dir.join("cluster.json")
+    }
+    fn stack(&self) -> PathBuf {
+        self.dir.join("s.toml")
+    }
+
+    fn start(backend: &str) -> Up {
+        let dir =
+            std::env::temp_dir().join(format!("chaos-attach-{backend}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("scratch dir");
+        let mut up = Up {
+            dir,
+            run_id: String::new(),
+        };
+        let out = Command::new(chaos_bin())
+            .args(["up", "--backend", backend, "--state"])
+            .arg(up.state())
+            .arg("--stack-out")
+            .arg(up.stack())
+            .output()
+            .expect("chaos up runs");
+        assert!(
+            out.status.success(),
+            "chaos up: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        up.run_id = ClusterState::read(&up.state()).expect("state").run_id;
+        up
+    }
+
+    /// `chaos run --stack FILE` with `args`: exit code and report.
+    fn run(&self, stack: &Path, report: &str, args: &[&str]) -> (i32, ChaosReport, PathBuf) {
+        let dir = self.dir.join(report);
+        let out = Command::new(chaos_bin())
+            .arg("run")
+            .arg("--stack")
+            .arg(stack)
+            .arg("--report")
+            .arg(&dir)
+            .args(args)
+            .output()
+            .expect("chaos run runs");
+        println!("{}", String::from_utf8_lossy(&out.stdout));
+        let json = std::fs::read_to_string(dir.join("report.json")).unwrap_or_else(|e| {
+            panic!(
+                "no report.json ({e}); stderr: {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        let report: ChaosReport = serde_json::from_str(&json).expect("report.json parses");
+        (out.status.code().unwrap_or(-1), report, dir)
+    }
+}
+
+impl Drop for Up {
+    fn drop(&mut self) {
+        let down = Command::new(chaos_bin())
+            .args(["down", "--state"])
+            .arg(self.state())
+            .output();
+        if let Ok(o) = &down
+            && !o.status.success()
+        {
+            eprintln!("chaos down: {}", String::from_utf8_lossy(&o.stderr));
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn every_scenario_passes_attached(up: &Up, backend: &str) {
+    // 20 s per scenario, as the self-started runs (amnesia-split needs the time).
+    let (code, report, _) = up.run(
+        &up.stack(),
+        "all",
+        &["--duration", "20s", "--seed", "20261201"],
+    );
+    assert_eq!(report.backend, "attached", "{backend}");
+    assert_eq!(
+        report.scenarios.len(),
+        redlock_chaos::scenario::SCENARIOS.len()
+    );
+    assert_all_pass(&report);
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn a_local_stack_passes_every_scenario_and_reports_what_it_cannot_do() {
+    let up = Up::start("local");
+    every_scenario_passes_attached(&up, "local");
+
+    // The same nodes with no control: node faults cannot be applied.
+    let mut stack = Stack::read(&up.stack()).expect("stack file");
+    for n in &mut stack.nodes {
+        n.control = Control::None;
+        n.clock_file = None;
+    }
+    let blind = up.dir.join("no-control.toml");
+    stack.write(&blind).expect("write stack");
+    let (code, report, dir) = up.run(
+        &blind,
+        "blind",
+        &[
+            "--scenario",
+            "kill-minority,partition-minority",
+            "--duration",
+            "6s",
+        ],
+    );
+    let kill = &report.scenarios[0];
+    assert_eq!(kill.name, "kill-minority");
+    assert_eq!(kill.verdict.outcome, Outcome::NotApplicable, "{kill:#?}");
+    assert!(
+        kill.verdict
+            .reasons
+            .iter()
+            .all(|r| r.starts_with("not applicable: kill on node") && r.contains("`none`")),
+        "{:?}",
+        kill.verdict.reasons
+    );
+    assert!(kill.modes.is_empty(), "nothing was played");
+    assert_eq!(report.scenarios[1].verdict.outcome, Outcome::Pass);
+    assert_eq!(report.verdict, Outcome::Pass);
+    assert_eq!(code, 0);
+    let json = std::fs::read_to_string(dir.join("report.json")).expect("json");
+    assert!(json.contains("\"not-applicable\""), "{json}");
+    let html = std::fs::read_to_string(dir.join("report.html")).expect("html");
+    assert!(html.contains("badge not-applicable"));
+    let junit = std::fs::read_to_string(dir.join("junit.xml")).expect("junit");
+    assert_eq!(junit.matches("<skipped").count(), 1, "{junit}");
+    assert!(junit.contains("kill-minority/all"), "{junit}");
+
+    // Only not-applicable scenarios: nothing judged, the harness exit code.
+    let (code, report, _) = up.run(
+        &blind,
+        "none",
+        &["--scenario", "kill-minority", "--duration", "6s"],
+    );
+    assert_eq!(report.verdict, Outcome::Unknown);
+    assert_eq!(code, 2);
+
+    let run_id = up.run_id.clone();
+    drop(up);
+    assert!(
+        eventually(Duration::from_secs(10), || processes_mentioning(&run_id)
+            .is_empty()),
+        "left running after chaos down: {:?}",
+        processes_mentioning(&run_id)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_docker_stack_passes_every_scenario() {
+    if !engine_or_skip("a_docker_stack_passes_every_scenario").await {
+        return;
+    }
+    let up = Up::start("docker");
+    let run_id = up.run_id.clone();
+    tokio::task::spawn_blocking(move || {
+        every_scenario_passes_attached(&up, "docker");
+        drop(up);
+    })
+    .await
+    .expect("attached run");
+    let d = redlock_chaos::cluster::docker::connect()
+        .await
+        .expect("docker");
+    let left = redlock_chaos::cluster::docker::list_labelled(&d, Some(&run_id))
+        .await
+        .expect("list");
+    assert!(left.is_empty(), "left after chaos down: {left:?}");
+}
