@@ -3,7 +3,6 @@
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use rand::Rng;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -26,13 +25,6 @@ const RECHECK_AFTER_NOTICE: Duration = Duration::from_millis(10);
 
 /// Slack added to the shutdown bound for scheduling and connection set-up.
 const SHUTDOWN_SLACK: Duration = Duration::from_millis(250);
-
-/// `base` jittered by ±50 %, so waiters that failed together do not retry together.
-/// Saturates instead of overflowing for absurd bases.
-fn jittered(base: Duration) -> Duration {
-    Duration::try_from_secs_f64(base.as_secs_f64() * rand::rng().random_range(0.5..1.5))
-        .unwrap_or(base)
-}
 
 /// Connections, notification tasks and background work, shared by clones and by leases.
 #[derive(Debug)]
@@ -339,13 +331,16 @@ impl Redlock {
         result
     }
 
-    /// Retries until acquired or `wait` has passed. Between attempts it waits for a
-    /// release to be announced, or a jittered `retry_delay`, whichever comes first.
-    /// `wait` of zero makes one attempt.
+    /// Retries until acquired, `wait` has passed, or the [`RetryPolicy`](crate::retry::RetryPolicy)
+    /// says stop. Between attempts it waits for a release to be announced, or the
+    /// policy's pause (by default a jittered `retry_delay`), whichever comes first.
+    /// `wait` of zero makes one attempt; a `wait` too long for the clock (such as
+    /// `Duration::MAX`) waits without a deadline.
     ///
     /// # Errors
-    /// [`LockError::WaitTimeout`] carrying the last attempt's error, or a
-    /// non-retryable error at once.
+    /// [`LockError::WaitTimeout`] carrying the last attempt's error,
+    /// [`LockError::RetriesExhausted`] when the policy stopped first, or a non-retryable
+    /// error at once.
     pub async fn acquire(&self, resource: &str, wait: Duration) -> Result<Lease, LockError> {
         let span = tracing::debug_span!(
             "redlock.acquire",
@@ -402,12 +397,20 @@ impl Redlock {
             // landed yet; look again shortly, and again at once whenever another node
             // announces a delete (the same release heard again), instead of waiting a
             // whole retry delay.
-            let base = if woken {
-                self.settings.retry_delay.min(RECHECK_AFTER_NOTICE)
-            } else {
-                self.settings.retry_delay
+            let recheck = woken.then_some(RECHECK_AFTER_NOTICE);
+            let Some(pause) = self
+                .settings
+                .retry
+                .pause(attempts, recheck, &mut rand::rng())
+            else {
+                return Err(LockError::RetriesExhausted {
+                    resource: resource.to_owned(),
+                    attempts,
+                    waited: now.saturating_duration_since(started),
+                    last: Box::new(err),
+                });
             };
-            let pause = left.map_or(jittered(base), |l| jittered(base).min(l));
+            let pause = left.map_or(pause, |l| pause.min(l));
             woken = false;
             match &mut releases {
                 Some(watcher) => {

@@ -6,6 +6,7 @@ use redis::IntoConnectionInfo;
 
 use crate::error::ConfigError;
 use crate::node::Node;
+use crate::retry::RetryPolicy;
 use crate::validity;
 use crate::{Redlock, Shared};
 
@@ -25,7 +26,8 @@ pub const DEFAULT_NODE_TIMEOUT_DIVISOR: u32 = 10;
 pub const MAX_DERIVED_NODE_TIMEOUT: Duration = Duration::from_millis(500);
 /// Lower bound of a derived per-node deadline.
 pub const MIN_DERIVED_NODE_TIMEOUT: Duration = Duration::from_millis(2);
-/// Mean pause between attempts of a waiting acquire when no release is heard (jittered ±50 %).
+/// Mean pause between attempts of a waiting acquire when no release is heard (jittered ±50 %):
+/// the default [`RetryPolicy`].
 pub const DEFAULT_RETRY_DELAY: Duration = Duration::from_millis(50);
 
 /// Validated settings shared by a client and its leases.
@@ -36,7 +38,7 @@ pub(crate) struct Settings {
     pub(crate) drift_factor: f64,
     pub(crate) node_timeout: Duration,
     pub(crate) node_timeout_explicit: bool,
-    pub(crate) retry_delay: Duration,
+    pub(crate) retry: RetryPolicy,
     pub(crate) key_prefix: String,
     pub(crate) fencing: bool,
     pub(crate) notify: bool,
@@ -48,7 +50,7 @@ impl Settings {
         ttl: Duration,
         drift_factor: f64,
         node_timeout: Option<Duration>,
-        retry_delay: Duration,
+        retry: RetryPolicy,
         key_prefix: String,
         fencing: bool,
         notify: bool,
@@ -89,16 +91,14 @@ impl Settings {
                 ttl,
             });
         }
-        if retry_delay.is_zero() {
-            return Err(ConfigError::ZeroRetryDelay);
-        }
+        retry.validate()?;
         Ok(Settings {
             ttl,
             drift,
             drift_factor,
             node_timeout,
             node_timeout_explicit: explicit,
-            retry_delay,
+            retry,
             key_prefix,
             fencing,
             notify,
@@ -111,7 +111,7 @@ impl Settings {
             ttl,
             self.drift_factor,
             self.node_timeout_explicit.then_some(self.node_timeout),
-            self.retry_delay,
+            self.retry.clone(),
             self.key_prefix.clone(),
             self.fencing,
             self.notify,
@@ -158,7 +158,7 @@ pub struct Builder {
     ttl: Duration,
     drift_factor: f64,
     node_timeout: Option<Duration>,
-    retry_delay: Duration,
+    retry: RetryPolicy,
     key_prefix: String,
     fencing: bool,
     notify: bool,
@@ -175,7 +175,7 @@ impl Builder {
             ttl: DEFAULT_TTL,
             drift_factor: DEFAULT_DRIFT_FACTOR,
             node_timeout: None,
-            retry_delay: DEFAULT_RETRY_DELAY,
+            retry: RetryPolicy::default(),
             key_prefix: String::new(),
             fencing: false,
             notify: true,
@@ -207,8 +207,31 @@ impl Builder {
     /// (default [`DEFAULT_RETRY_DELAY`], jittered ±50 %). Any length is accepted; a
     /// pause that would overflow the clock saturates (the waiter then relies on release
     /// notices and on its `wait`).
+    ///
+    /// Shorthand for [`retry`](Self::retry)`(`[`RetryPolicy::fixed`]`(delay))`: it
+    /// replaces the whole policy, a cap on attempts included; the later call wins.
     pub fn retry_delay(mut self, delay: Duration) -> Self {
-        self.retry_delay = delay;
+        self.retry = RetryPolicy::fixed(delay);
+        self
+    }
+
+    /// How a waiting [`acquire`](Redlock::acquire) spaces its attempts and when it gives
+    /// up before its `wait` has passed (default [`RetryPolicy::default`]: the fixed
+    /// [`DEFAULT_RETRY_DELAY`], no cap). Release notices end any pause early. Replaces
+    /// what [`retry_delay`](Self::retry_delay) set; the later call wins.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use fenced_redlock::{retry::RetryPolicy, Redlock};
+    ///
+    /// let redlock = Redlock::builder(["redis://127.0.0.1:7001"])
+    ///     .retry(RetryPolicy::fixed(Duration::from_millis(20)).max_attempts(5))
+    ///     .build()
+    ///     .expect("valid");
+    /// # drop(redlock);
+    /// ```
+    pub fn retry(mut self, policy: RetryPolicy) -> Self {
+        self.retry = policy;
         self
     }
 
@@ -248,7 +271,7 @@ impl Builder {
             self.ttl,
             self.drift_factor,
             self.node_timeout,
-            self.retry_delay,
+            self.retry,
             self.key_prefix,
             self.fencing,
             self.notify,

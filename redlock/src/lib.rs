@@ -106,6 +106,8 @@
 //! ## Layout
 //! - [`config`]: the [`Builder`], defaults and validation.
 //! - `client`: [`Redlock`], the acquire (single attempt and waiting).
+//! - [`retry`]: the [`RetryPolicy`] of a waiting acquire (fixed delay, exponential backoff
+//!   with full jitter, your own function; a cap on attempts).
 //! - `quorum`: parallel fan-out that decides as early as possible.
 //! - [`validity`]: the validity and quorum arithmetic.
 //! - [`fence`]: fencing tokens and why they grow.
@@ -153,6 +155,7 @@ mod notify;
 pub mod pg;
 mod quorum;
 mod renew;
+pub mod retry;
 mod script;
 mod token;
 pub mod validity;
@@ -165,6 +168,7 @@ pub use error::{ConfigError, LockError, NodeError, NodeFailure, NodeFailureReaso
 pub use fence::FenceToken;
 pub use lease::{Lease, NodeOutcome, NodeReport, ReleaseOutcome, ReleaseReport};
 pub use renew::{LeaseStatus, LossReason, RenewOptions, RenewingLease};
+pub use retry::RetryPolicy;
 pub use validity::quorum;
 
 /// The crate README's example, compiled as a doctest so it cannot rot.
