@@ -262,6 +262,18 @@ pub enum LockError {
         /// The last attempt's failure.
         last: Box<LockError>,
     },
+    /// [`Lease::extend_for`](crate::Lease::extend_for) was given a TTL the builder would
+    /// refuse; nothing was sent to the servers.
+    #[error("cannot extend {resource:?} for {ttl:?}: {reason}")]
+    InvalidTtl {
+        /// The resource of the lease.
+        resource: String,
+        /// The rejected TTL.
+        ttl: Duration,
+        /// The rule it breaks, as [`crate::Builder::build`] reports it.
+        #[source]
+        reason: ConfigError,
+    },
     /// An empty resource name.
     #[error("empty resource name: name the thing you lock, e.g. \"orders:42\"")]
     EmptyResource,

@@ -218,8 +218,62 @@ impl Lease {
         result
     }
 
+    /// Like [`extend`](Lease::extend), with a TTL of your choosing for this extend only:
+    /// the keys live `ttl` from now on the servers and validity is counted from `ttl`
+    /// (less its own drift allowance). Later [`extend`](Lease::extend) calls, and
+    /// [`auto_renew`](Lease::auto_renew), go back to the client's TTL. It behaves as
+    /// `extend` on a client made by [`Redlock::with_ttl`]`(ttl)`: the same node deadline
+    /// rules, the same connections.
+    ///
+    /// `ttl` is checked as [`Builder::build`](crate::Builder::build) checks a TTL (at least
+    /// 1 ms, at most [`MAX_TTL`](crate::config::MAX_TTL), above the drift allowance and an
+    /// explicit node timeout) before anything is sent.
+    ///
+    /// ```no_run
+    /// # async fn demo(mut lease: fenced_redlock::Lease) -> Result<(), fenced_redlock::LockError> {
+    /// use std::time::Duration;
+    /// // The last step is slow: hold the lock a minute longer for it.
+    /// let validity = lease.extend_for(Duration::from_secs(60)).await?;
+    /// assert!(validity <= Duration::from_secs(60));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`LockError::InvalidTtl`] for a TTL the builder would refuse (the servers are not
+    /// touched); otherwise as [`extend`](Lease::extend).
+    pub async fn extend_for(&mut self, ttl: Duration) -> Result<Duration, LockError> {
+        let span = tracing::debug_span!(
+            "redlock.extend",
+            resource = %self.resource,
+            ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX),
+            outcome = tracing::field::Empty
+        );
+        let result = async {
+            let client = self
+                .client
+                .with_ttl(ttl)
+                .map_err(|reason| LockError::InvalidTtl {
+                    resource: self.resource.clone(),
+                    ttl,
+                    reason,
+                })?;
+            self.extend_on(&client).await.map(|(v, _)| v)
+        }
+        .instrument(span.clone())
+        .await;
+        crate::metrics::extended(&span, &result);
+        result
+    }
+
     /// Like `extend`, also telling how many nodes said "not ours".
     pub(crate) async fn extend_inner(&mut self) -> Result<(Duration, usize), LockError> {
+        let client = self.client.clone();
+        self.extend_on(&client).await
+    }
+
+    /// Extends with `client`'s TTL and node deadline (this lease's client, or one made
+    /// from it by `with_ttl`).
+    async fn extend_on(&mut self, client: &Redlock) -> Result<(Duration, usize), LockError> {
         let started = Instant::now();
         if started >= self.valid_until {
             return Err(LockError::LeaseLost {
@@ -227,12 +281,12 @@ impl Lease {
                 reason: crate::LossReason::Expired,
             });
         }
-        let settings = self.client.settings();
+        let settings = client.settings();
         let ttl_ms = settings.ttl_ms();
         let deadline = settings.node_timeout;
-        let shared = self.client.shared();
+        let shared = client.shared();
         let nodes = &shared.nodes;
-        let required = self.client.quorum();
+        let required = client.quorum();
         let tally: Tally<()> =
             quorum::fan_out(nodes, required, Until::Decided, shared.tasks(), |node| {
                 let (key, token) = (Arc::clone(&self.key), self.token.clone());

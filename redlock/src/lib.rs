@@ -111,7 +111,8 @@
 //! - `quorum`: parallel fan-out that decides as early as possible.
 //! - [`validity`]: the validity and quorum arithmetic.
 //! - [`fence`]: fencing tokens and why they grow.
-//! - `lease`: the held [`Lease`], extend and release.
+//! - `lease`: the held [`Lease`], extend (with the client's TTL or
+//!   [one of your choosing](Lease::extend_for)) and release.
 //! - `renew`: [`RenewingLease`], the background renewer and its loss signal.
 //! - `notify`: release notifications for waiters.
 //! - `script`: the Lua scripts, and why they go as `EVAL`. `node`: one primary, its

@@ -13,7 +13,7 @@
 //! | `redlock_acquire_attempts` | histogram | – | an acquire call is granted, times out or runs out of retries: attempts (quorum rounds) it made |
 //! | `redlock_wait_seconds` | histogram (s) | `outcome` | an `acquire` (the waiting one) returns granted, timed out or out of retries: time before its last attempt began, i.e. spent waiting for the holder |
 //! | `redlock_node_errors_total` | counter | `node`, `kind` | a call to one node fails or misses its deadline (acquire, fence, extend, release and clean-up calls alike) |
-//! | `redlock_extend_failures_total` | counter | – | a [`Lease::extend`](crate::Lease::extend) call fails |
+//! | `redlock_extend_failures_total` | counter | – | a [`Lease::extend`](crate::Lease::extend) or [`Lease::extend_for`](crate::Lease::extend_for) call fails |
 //! | `redlock_renew_failures_total` | counter | – | a background renewal of a [`RenewingLease`](crate::RenewingLease) fails (it is retried while validity is left) |
 //! | `redlock_leases_lost_total` | counter | `reason` | a [`RenewingLease`](crate::RenewingLease) is lost: the moment [`lost`](crate::RenewingLease::lost) learns why |
 //! | `redlock_handoff_wakeups_total` | counter | – | a release notice wakes a waiting `acquire` of this client before its retry delay (once per release, not once per node) |

@@ -97,6 +97,15 @@ impl Lease {
         self.home.block_on(self.inner.extend())
     }
 
+    /// Extends with a TTL of your choosing for this extend only; see
+    /// [`crate::Lease::extend_for`]. Returns the new validity.
+    ///
+    /// # Errors
+    /// As [`crate::Lease::extend_for`].
+    pub fn extend_for(&mut self, ttl: Duration) -> Result<Duration, LockError> {
+        self.home.block_on(self.inner.extend_for(ttl))
+    }
+
     /// Deletes our key on every node and wakes waiters; see [`crate::Lease::release`].
     pub fn release(self) -> ReleaseReport {
         let Lease { inner, home } = self;
