@@ -183,6 +183,44 @@ impl Redlock {
         Builder::new(urls)
     }
 
+    /// Starts a [`Builder`] for nodes reached through clients you made, one client per
+    /// primary: for connection settings a URL cannot carry (TLS with your own root
+    /// certificates or client certificate, RESP3, …). Everything else is as with
+    /// [`builder`](Self::builder): the same validation at `build()` (duplicate servers are
+    /// refused), and a node that cannot be reached fails its votes (per node, in
+    /// [`LockError::QuorumNotReached`]) exactly as a URL's would.
+    ///
+    /// Each client is used as a recipe for connections, not as a connection: the client
+    /// makes its connections lazily, one multiplexed connection per node, and makes a new
+    /// one when it breaks.
+    ///
+    /// # What is not supported, and why
+    /// Connections you already made (a `MultiplexedConnection` or `ConnectionManager`)
+    /// cannot be handed in. A node needs to make connections itself: to reconnect after
+    /// one breaks (a `MultiplexedConnection` cannot), to send every call through its
+    /// first-come-first-served gate while connecting (a `ConnectionManager` reconnects on
+    /// its own, and calls queued during that reconnect may reach the server out of order,
+    /// so a release could land before the `SET` it undoes), to ask each new connection
+    /// for the server's `run_id` (one server, one vote), and to open the pub/sub
+    /// connections that carry release notices. Neither connection type can do all four, nor
+    /// tell us the address it is connected to.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use fenced_redlock::Redlock;
+    ///
+    /// let clients = ["redis://127.0.0.1:7001", "redis://127.0.0.1:7002", "redis://127.0.0.1:7003"]
+    ///     .map(|url| redis::Client::open(url).expect("valid URL"));
+    /// let redlock = Redlock::builder_from_clients(clients)
+    ///     .ttl(Duration::from_secs(5))
+    ///     .build()
+    ///     .expect("valid");
+    /// assert_eq!(redlock.nodes(), 3);
+    /// ```
+    pub fn builder_from_clients(clients: impl IntoIterator<Item = redis::Client>) -> Builder {
+        Builder::from_clients(clients)
+    }
+
     pub(crate) fn from_shared(shared: Shared, settings: Settings) -> Self {
         shared.note_deadline(settings.node_timeout);
         Redlock {

@@ -154,7 +154,7 @@ fn derived_node_timeout(ttl: Duration) -> Duration {
 #[derive(Debug, Clone)]
 #[must_use = "a builder does nothing until build() is called"]
 pub struct Builder {
-    urls: Vec<String>,
+    nodes: Vec<Source>,
     ttl: Duration,
     drift_factor: f64,
     node_timeout: Option<Duration>,
@@ -170,8 +170,25 @@ impl Builder {
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
+        Self::with_nodes(
+            urls.into_iter()
+                .map(|u| Source::Url(u.as_ref().to_owned()))
+                .collect(),
+        )
+    }
+
+    pub(crate) fn from_clients(clients: impl IntoIterator<Item = redis::Client>) -> Self {
+        Self::with_nodes(
+            clients
+                .into_iter()
+                .map(|c| Source::Client(Box::new(c)))
+                .collect(),
+        )
+    }
+
+    fn with_nodes(nodes: Vec<Source>) -> Self {
         Builder {
-            urls: urls.into_iter().map(|u| u.as_ref().to_owned()).collect(),
+            nodes,
             ttl: DEFAULT_TTL,
             drift_factor: DEFAULT_DRIFT_FACTOR,
             node_timeout: None,
@@ -276,25 +293,16 @@ impl Builder {
             self.fencing,
             self.notify,
         )?;
-        if self.urls.is_empty() {
+        if self.nodes.is_empty() {
             return Err(ConfigError::NoNodes);
         }
-        let mut nodes: Vec<Node> = Vec::with_capacity(self.urls.len());
+        let mut nodes: Vec<Node> = Vec::with_capacity(self.nodes.len());
         let servers = std::sync::Arc::new(crate::node::ServerIds::default());
-        for (index, url) in self.urls.iter().enumerate() {
-            let info =
-                url.as_str()
-                    .into_connection_info()
-                    .map_err(|e| ConfigError::InvalidUrl {
-                        index,
-                        reason: redact(&e.to_string(), url),
-                    })?;
-            let node = Node::new(index, info, &settings, std::sync::Arc::clone(&servers)).map_err(
-                |e| ConfigError::InvalidUrl {
-                    index,
-                    reason: redact(&e.to_string(), url),
-                },
-            )?;
+        for (index, source) in self.nodes.into_iter().enumerate() {
+            let client = source
+                .into_client()
+                .map_err(|reason| ConfigError::InvalidUrl { index, reason })?;
+            let node = Node::new(index, client, &settings, std::sync::Arc::clone(&servers));
             if let Some(first) = nodes.iter().find(|n| n.same_server(&node)) {
                 return Err(ConfigError::DuplicateNode {
                     first: first.index(),
@@ -306,6 +314,31 @@ impl Builder {
         }
         let deadline = settings.node_timeout;
         Ok(Redlock::from_shared(Shared::new(nodes, deadline), settings))
+    }
+}
+
+/// Where a node's connections come from.
+#[derive(Debug, Clone)]
+enum Source {
+    /// A URL, parsed at `build()`.
+    Url(String),
+    /// The caller's client, used as it is (its TLS and connection settings included).
+    /// Boxed: a client is ten times the size of a URL.
+    Client(Box<redis::Client>),
+}
+
+impl Source {
+    /// The client to make the node's connections with; for a URL, why it is unusable
+    /// (password removed).
+    fn into_client(self) -> Result<redis::Client, String> {
+        match self {
+            Source::Client(client) => Ok(*client),
+            Source::Url(url) => url
+                .as_str()
+                .into_connection_info()
+                .and_then(redis::Client::open)
+                .map_err(|e| redact(&e.to_string(), &url)),
+        }
     }
 }
 

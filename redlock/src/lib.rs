@@ -116,7 +116,8 @@
 //! - `renew`: [`RenewingLease`], the background renewer and its loss signal.
 //! - `notify`: release notifications for waiters.
 //! - `script`: the Lua scripts, and why they go as `EVAL`. `node`: one primary, its
-//!   connection and calls with a deadline. `token`: owner tokens.
+//!   connection and calls with a deadline (made from a URL or from your `redis::Client`,
+//!   see [`Redlock::builder_from_clients`]). `token`: owner tokens.
 //! - [`error`]: [`ConfigError`], [`LockError`], per-node failures.
 //! - `metrics`: the metric names (public with feature `metrics`, which emits them
 //!   through the `metrics` facade) and the outcome fields of the tracing spans.
