@@ -301,6 +301,48 @@ impl Redlock {
         }
     }
 
+    /// Takes over a lease that another process (or another client) handed over with
+    /// [`Lease::into_handle`]: the returned [`Lease`] extends and releases the handle's
+    /// keys through this client's nodes, TTL and node deadline. Nothing is sent yet.
+    ///
+    /// The lease has **no known validity** until it is extended: its
+    /// [`remaining`](Lease::remaining) is zero and [`is_valid`](Lease::is_valid) false.
+    /// Call [`extend`](Lease::extend) before doing protected work (it fails if the keys
+    /// are gone), or [`release`](Lease::release) if you only came to release it. See
+    /// [`handle`](crate::handle) for why.
+    ///
+    /// The client must use the same nodes as the one that acquired it (in any order); the
+    /// handle's key is used as it is, whatever this client's key prefix.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidHandle`] when the handle cannot come from
+    /// [`Lease::into_handle`] (empty resource or key, a token that is not 32 hex digits,
+    /// fence 0); nothing is sent to the servers then.
+    pub fn adopt(&self, handle: crate::handle::LeaseHandle) -> Result<Lease, LockError> {
+        let (resource, key, token, fence) = handle.into_parts();
+        let invalid = |reason: &str| LockError::InvalidHandle {
+            reason: reason.to_owned(),
+        };
+        if resource.is_empty() {
+            return Err(invalid("its resource is empty"));
+        }
+        if key.is_empty() {
+            return Err(invalid("its key is empty"));
+        }
+        let token =
+            Token::parse(&token).ok_or_else(|| invalid("its token is not 32 hex digits"))?;
+        if fence == Some(0) {
+            return Err(invalid("its fencing token is 0, which no grant hands out"));
+        }
+        Ok(Lease::adopted(
+            self.clone(),
+            resource,
+            Arc::from(key),
+            token,
+            fence.map(FenceToken::new),
+        ))
+    }
+
     pub(crate) fn key(&self, resource: &str) -> String {
         format!("{}{resource}", self.settings.key_prefix)
     }

@@ -274,6 +274,15 @@ pub enum LockError {
         #[source]
         reason: ConfigError,
     },
+    /// A [`LeaseHandle`](crate::handle::LeaseHandle) that cannot name a lease (checked by
+    /// [`Redlock::adopt`](crate::Redlock::adopt) before anything is sent).
+    #[error(
+        "unusable lease handle: {reason}; pass the handle `Lease::into_handle` made, unchanged"
+    )]
+    InvalidHandle {
+        /// What is wrong with it.
+        reason: String,
+    },
     /// An empty resource name.
     #[error("empty resource name: name the thing you lock, e.g. \"orders:42\"")]
     EmptyResource,

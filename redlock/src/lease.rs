@@ -96,6 +96,9 @@ pub struct Lease {
     nodes: Vec<NodeReport>,
     pub(crate) attempts: u32,
     done: bool,
+    /// Adopted from a handle and not extended since: no validity is known here, yet an
+    /// extend may still find the keys ours.
+    unverified: bool,
 }
 
 impl Lease {
@@ -123,6 +126,33 @@ impl Lease {
             nodes,
             attempts: 1,
             done: false,
+            unverified: false,
+        }
+    }
+
+    /// A lease taken over from a [`LeaseHandle`](crate::handle::LeaseHandle): held as far
+    /// as the keys go, with no validity known until an extend succeeds.
+    pub(crate) fn adopted(
+        client: Redlock,
+        resource: String,
+        key: Arc<str>,
+        token: Token,
+        fence: Option<FenceToken>,
+    ) -> Self {
+        let now = Instant::now();
+        Lease {
+            client,
+            resource,
+            key,
+            token,
+            fence,
+            acquired_at: now,
+            valid_until: now,
+            elapsed: Duration::ZERO,
+            nodes: Vec::new(),
+            attempts: 0,
+            done: false,
+            unverified: true,
         }
     }
 
@@ -162,7 +192,8 @@ impl Lease {
         self.valid_until
     }
 
-    /// Validity left now (zero once passed).
+    /// Validity left now (zero once passed, and zero for a lease
+    /// [adopted](Redlock::adopt) from a handle until an extend succeeds).
     pub fn remaining(&self) -> Duration {
         self.valid_until.saturating_duration_since(Instant::now())
     }
@@ -199,6 +230,9 @@ impl Lease {
     /// Resets the TTL on every node where our token still holds the key, and succeeds
     /// only with a majority and validity left, measured from this call's start. On
     /// failure nothing is deleted and the old validity stands. Returns the new validity.
+    ///
+    /// A lease [adopted](Redlock::adopt) from a handle has no known validity; its first
+    /// successful extend gives it one (the check for run-out validity is skipped until then).
     ///
     /// # Errors
     /// [`LockError::LeaseLost`] when validity had already run out, else
@@ -275,7 +309,7 @@ impl Lease {
     /// from it by `with_ttl`).
     async fn extend_on(&mut self, client: &Redlock) -> Result<(Duration, usize), LockError> {
         let started = Instant::now();
-        if started >= self.valid_until {
+        if !self.unverified && started >= self.valid_until {
             return Err(LockError::LeaseLost {
                 resource: self.resource.clone(),
                 reason: crate::LossReason::Expired,
@@ -318,6 +352,7 @@ impl Lease {
             });
         };
         self.valid_until = valid_until;
+        self.unverified = false;
         Ok((validity, tally.not_ours()))
     }
 
@@ -401,6 +436,23 @@ impl Lease {
         }
         .instrument(span)
         .await
+    }
+
+    /// Hands the lease over for another process to [adopt](Redlock::adopt): a
+    /// [`LeaseHandle`](crate::handle::LeaseHandle) with the resource, key, owner token,
+    /// fencing token and a wall-clock hint of the validity end. This lease is then done:
+    /// nothing here extends or releases the keys any more (dropping the handle leaves
+    /// them to expire with their TTL). See [`handle`](crate::handle) for what the
+    /// adopter may and may not assume.
+    pub fn into_handle(mut self) -> crate::handle::LeaseHandle {
+        self.done = true;
+        crate::handle::LeaseHandle::new(
+            std::mem::take(&mut self.resource),
+            self.key.to_string(),
+            self.token.as_str().to_owned(),
+            self.fence,
+            self.remaining(),
+        )
     }
 
     /// Hands the lease to a background renewer (see [`RenewingLease`]).

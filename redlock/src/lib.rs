@@ -105,7 +105,8 @@
 //!
 //! ## Layout
 //! - [`config`]: the [`Builder`], defaults and validation.
-//! - `client`: [`Redlock`], the acquire (single attempt and waiting).
+//! - `client`: [`Redlock`], the acquire (single attempt and waiting), adopting a handed-over
+//!   lease.
 //! - [`retry`]: the [`RetryPolicy`] of a waiting acquire (fixed delay, exponential backoff
 //!   with full jitter, your own function; a cap on attempts).
 //! - `quorum`: parallel fan-out that decides as early as possible.
@@ -113,6 +114,9 @@
 //! - [`fence`]: fencing tokens and why they grow.
 //! - `lease`: the held [`Lease`], extend (with the client's TTL or
 //!   [one of your choosing](Lease::extend_for)) and release.
+//! - [`handle`]: a [`LeaseHandle`](handle::LeaseHandle) to release or extend a lease from
+//!   another process (`Serialize`/`Deserialize` with feature `serde`), and why an adopted
+//!   lease has no validity until it extends.
 //! - `renew`: [`RenewingLease`], the background renewer and its loss signal.
 //! - `notify`: release notifications for waiters.
 //! - `script`: the Lua scripts, and why they go as `EVAL`. `node`: one primary, its
@@ -144,6 +148,7 @@ mod client;
 pub mod config;
 pub mod error;
 pub mod fence;
+pub mod handle;
 mod lease;
 #[cfg(feature = "metrics")]
 pub mod metrics;

@@ -112,6 +112,13 @@ impl Lease {
         home.block_on(inner.release())
     }
 
+    /// Hands the lease over for another process to adopt; see
+    /// [`crate::Lease::into_handle`].
+    pub fn into_handle(self) -> crate::handle::LeaseHandle {
+        let Lease { inner, home: _home } = self;
+        inner.into_handle()
+    }
+
     /// Retires the resource's fence counter, then releases; see
     /// [`crate::Lease::retire_fence`].
     ///
