@@ -46,7 +46,11 @@
 //!
 //! Release needs no validity: an adopted lease can always be released (a compare-and-delete
 //! that touches only keys still holding its token), and dropping it releases in the
-//! background as for any lease.
+//! background as for any lease. One gap: the adopting process uses connections of its
+//! own, so its release is not queued behind the original acquire's `SET`s the way the
+//! acquiring process's would be. A `SET` still in flight to a node the acquire did not
+//! wait for can land after the release; that node then keeps the key until its TTL (one
+//! node of a minority: others can still take the lock on a majority).
 //!
 //! The fencing token travels unchanged: it is the same grant, and the resource orders
 //! writes by it as before.
