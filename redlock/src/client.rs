@@ -3,7 +3,6 @@
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use rand::Rng;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -26,13 +25,6 @@ const RECHECK_AFTER_NOTICE: Duration = Duration::from_millis(10);
 
 /// Slack added to the shutdown bound for scheduling and connection set-up.
 const SHUTDOWN_SLACK: Duration = Duration::from_millis(250);
-
-/// `base` jittered by ±50 %, so waiters that failed together do not retry together.
-/// Saturates instead of overflowing for absurd bases.
-fn jittered(base: Duration) -> Duration {
-    Duration::try_from_secs_f64(base.as_secs_f64() * rand::rng().random_range(0.5..1.5))
-        .unwrap_or(base)
-}
 
 /// Connections, notification tasks and background work, shared by clones and by leases.
 #[derive(Debug)]
@@ -191,6 +183,44 @@ impl Redlock {
         Builder::new(urls)
     }
 
+    /// Starts a [`Builder`] for nodes reached through clients you made, one client per
+    /// primary: for connection settings a URL cannot carry (TLS with your own root
+    /// certificates or client certificate, RESP3, …). Everything else is as with
+    /// [`builder`](Self::builder): the same validation at `build()` (duplicate servers are
+    /// refused), and a node that cannot be reached fails its votes (per node, in
+    /// [`LockError::QuorumNotReached`]) exactly as a URL's would.
+    ///
+    /// Each client is used as a recipe for connections, not as a connection: the client
+    /// makes its connections lazily, one multiplexed connection per node, and makes a new
+    /// one when it breaks.
+    ///
+    /// # What is not supported, and why
+    /// Connections you already made (a `MultiplexedConnection` or `ConnectionManager`)
+    /// cannot be handed in. A node needs to make connections itself: to reconnect after
+    /// one breaks (a `MultiplexedConnection` cannot), to send every call through its
+    /// first-come-first-served gate while connecting (a `ConnectionManager` reconnects on
+    /// its own, and calls queued during that reconnect may reach the server out of order,
+    /// so a release could land before the `SET` it undoes), to ask each new connection
+    /// for the server's `run_id` (one server, one vote), and to open the pub/sub
+    /// connections that carry release notices. Neither connection type can do all four, nor
+    /// tell us the address it is connected to.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use fenced_redlock::Redlock;
+    ///
+    /// let clients = ["redis://127.0.0.1:7001", "redis://127.0.0.1:7002", "redis://127.0.0.1:7003"]
+    ///     .map(|url| redis::Client::open(url).expect("valid URL"));
+    /// let redlock = Redlock::builder_from_clients(clients)
+    ///     .ttl(Duration::from_secs(5))
+    ///     .build()
+    ///     .expect("valid");
+    /// assert_eq!(redlock.nodes(), 3);
+    /// ```
+    pub fn builder_from_clients(clients: impl IntoIterator<Item = redis::Client>) -> Builder {
+        Builder::from_clients(clients)
+    }
+
     pub(crate) fn from_shared(shared: Shared, settings: Settings) -> Self {
         shared.note_deadline(settings.node_timeout);
         Redlock {
@@ -271,6 +301,48 @@ impl Redlock {
         }
     }
 
+    /// Takes over a lease that another process (or another client) handed over with
+    /// [`Lease::into_handle`]: the returned [`Lease`] extends and releases the handle's
+    /// keys through this client's nodes, TTL and node deadline. Nothing is sent yet.
+    ///
+    /// The lease has **no known validity** until it is extended: its
+    /// [`remaining`](Lease::remaining) is zero and [`is_valid`](Lease::is_valid) false.
+    /// Call [`extend`](Lease::extend) before doing protected work (it fails if the keys
+    /// are gone), or [`release`](Lease::release) if you only came to release it. See
+    /// [`handle`](crate::handle) for why.
+    ///
+    /// The client must use the same nodes as the one that acquired it (in any order); the
+    /// handle's key is used as it is, whatever this client's key prefix.
+    ///
+    /// # Errors
+    /// [`LockError::InvalidHandle`] when the handle cannot come from
+    /// [`Lease::into_handle`] (empty resource or key, a token that is not 32 hex digits,
+    /// fence 0); nothing is sent to the servers then.
+    pub fn adopt(&self, handle: crate::handle::LeaseHandle) -> Result<Lease, LockError> {
+        let (resource, key, token, fence) = handle.into_parts();
+        let invalid = |reason: &str| LockError::InvalidHandle {
+            reason: reason.to_owned(),
+        };
+        if resource.is_empty() {
+            return Err(invalid("its resource is empty"));
+        }
+        if key.is_empty() {
+            return Err(invalid("its key is empty"));
+        }
+        let token =
+            Token::parse(&token).ok_or_else(|| invalid("its token is not 32 hex digits"))?;
+        if fence == Some(0) {
+            return Err(invalid("its fencing token is 0, which no grant hands out"));
+        }
+        Ok(Lease::adopted(
+            self.clone(),
+            resource,
+            Arc::from(key),
+            token,
+            fence.map(FenceToken::new),
+        ))
+    }
+
     pub(crate) fn key(&self, resource: &str) -> String {
         format!("{}{resource}", self.settings.key_prefix)
     }
@@ -339,13 +411,16 @@ impl Redlock {
         result
     }
 
-    /// Retries until acquired or `wait` has passed. Between attempts it waits for a
-    /// release to be announced, or a jittered `retry_delay`, whichever comes first.
-    /// `wait` of zero makes one attempt.
+    /// Retries until acquired, `wait` has passed, or the [`RetryPolicy`](crate::retry::RetryPolicy)
+    /// says stop. Between attempts it waits for a release to be announced, or the
+    /// policy's pause (by default a jittered `retry_delay`), whichever comes first.
+    /// `wait` of zero makes one attempt; a `wait` too long for the clock (such as
+    /// `Duration::MAX`) waits without a deadline.
     ///
     /// # Errors
-    /// [`LockError::WaitTimeout`] carrying the last attempt's error, or a
-    /// non-retryable error at once.
+    /// [`LockError::WaitTimeout`] carrying the last attempt's error,
+    /// [`LockError::RetriesExhausted`] when the policy stopped first, or a non-retryable
+    /// error at once.
     pub async fn acquire(&self, resource: &str, wait: Duration) -> Result<Lease, LockError> {
         let span = tracing::debug_span!(
             "redlock.acquire",
@@ -402,12 +477,20 @@ impl Redlock {
             // landed yet; look again shortly, and again at once whenever another node
             // announces a delete (the same release heard again), instead of waiting a
             // whole retry delay.
-            let base = if woken {
-                self.settings.retry_delay.min(RECHECK_AFTER_NOTICE)
-            } else {
-                self.settings.retry_delay
+            let recheck = woken.then_some(RECHECK_AFTER_NOTICE);
+            let Some(pause) = self
+                .settings
+                .retry
+                .pause(attempts, recheck, &mut rand::rng())
+            else {
+                return Err(LockError::RetriesExhausted {
+                    resource: resource.to_owned(),
+                    attempts,
+                    waited: now.saturating_duration_since(started),
+                    last: Box::new(err),
+                });
             };
-            let pause = left.map_or(jittered(base), |l| jittered(base).min(l));
+            let pause = left.map_or(pause, |l| pause.min(l));
             woken = false;
             match &mut releases {
                 Some(watcher) => {

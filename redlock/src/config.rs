@@ -6,6 +6,7 @@ use redis::IntoConnectionInfo;
 
 use crate::error::ConfigError;
 use crate::node::Node;
+use crate::retry::RetryPolicy;
 use crate::validity;
 use crate::{Redlock, Shared};
 
@@ -25,7 +26,8 @@ pub const DEFAULT_NODE_TIMEOUT_DIVISOR: u32 = 10;
 pub const MAX_DERIVED_NODE_TIMEOUT: Duration = Duration::from_millis(500);
 /// Lower bound of a derived per-node deadline.
 pub const MIN_DERIVED_NODE_TIMEOUT: Duration = Duration::from_millis(2);
-/// Mean pause between attempts of a waiting acquire when no release is heard (jittered ±50 %).
+/// Mean pause between attempts of a waiting acquire when no release is heard (jittered ±50 %):
+/// the default [`RetryPolicy`].
 pub const DEFAULT_RETRY_DELAY: Duration = Duration::from_millis(50);
 
 /// Validated settings shared by a client and its leases.
@@ -36,7 +38,7 @@ pub(crate) struct Settings {
     pub(crate) drift_factor: f64,
     pub(crate) node_timeout: Duration,
     pub(crate) node_timeout_explicit: bool,
-    pub(crate) retry_delay: Duration,
+    pub(crate) retry: RetryPolicy,
     pub(crate) key_prefix: String,
     pub(crate) fencing: bool,
     pub(crate) notify: bool,
@@ -48,7 +50,7 @@ impl Settings {
         ttl: Duration,
         drift_factor: f64,
         node_timeout: Option<Duration>,
-        retry_delay: Duration,
+        retry: RetryPolicy,
         key_prefix: String,
         fencing: bool,
         notify: bool,
@@ -89,16 +91,14 @@ impl Settings {
                 ttl,
             });
         }
-        if retry_delay.is_zero() {
-            return Err(ConfigError::ZeroRetryDelay);
-        }
+        retry.validate()?;
         Ok(Settings {
             ttl,
             drift,
             drift_factor,
             node_timeout,
             node_timeout_explicit: explicit,
-            retry_delay,
+            retry,
             key_prefix,
             fencing,
             notify,
@@ -111,7 +111,7 @@ impl Settings {
             ttl,
             self.drift_factor,
             self.node_timeout_explicit.then_some(self.node_timeout),
-            self.retry_delay,
+            self.retry.clone(),
             self.key_prefix.clone(),
             self.fencing,
             self.notify,
@@ -154,11 +154,11 @@ fn derived_node_timeout(ttl: Duration) -> Duration {
 #[derive(Debug, Clone)]
 #[must_use = "a builder does nothing until build() is called"]
 pub struct Builder {
-    urls: Vec<String>,
+    nodes: Vec<Source>,
     ttl: Duration,
     drift_factor: f64,
     node_timeout: Option<Duration>,
-    retry_delay: Duration,
+    retry: RetryPolicy,
     key_prefix: String,
     fencing: bool,
     notify: bool,
@@ -170,12 +170,29 @@ impl Builder {
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
+        Self::with_nodes(
+            urls.into_iter()
+                .map(|u| Source::Url(u.as_ref().to_owned()))
+                .collect(),
+        )
+    }
+
+    pub(crate) fn from_clients(clients: impl IntoIterator<Item = redis::Client>) -> Self {
+        Self::with_nodes(
+            clients
+                .into_iter()
+                .map(|c| Source::Client(Box::new(c)))
+                .collect(),
+        )
+    }
+
+    fn with_nodes(nodes: Vec<Source>) -> Self {
         Builder {
-            urls: urls.into_iter().map(|u| u.as_ref().to_owned()).collect(),
+            nodes,
             ttl: DEFAULT_TTL,
             drift_factor: DEFAULT_DRIFT_FACTOR,
             node_timeout: None,
-            retry_delay: DEFAULT_RETRY_DELAY,
+            retry: RetryPolicy::default(),
             key_prefix: String::new(),
             fencing: false,
             notify: true,
@@ -207,8 +224,31 @@ impl Builder {
     /// (default [`DEFAULT_RETRY_DELAY`], jittered ±50 %). Any length is accepted; a
     /// pause that would overflow the clock saturates (the waiter then relies on release
     /// notices and on its `wait`).
+    ///
+    /// Shorthand for [`retry`](Self::retry)`(`[`RetryPolicy::fixed`]`(delay))`: it
+    /// replaces the whole policy, a cap on attempts included; the later call wins.
     pub fn retry_delay(mut self, delay: Duration) -> Self {
-        self.retry_delay = delay;
+        self.retry = RetryPolicy::fixed(delay);
+        self
+    }
+
+    /// How a waiting [`acquire`](Redlock::acquire) spaces its attempts and when it gives
+    /// up before its `wait` has passed (default [`RetryPolicy::default`]: the fixed
+    /// [`DEFAULT_RETRY_DELAY`], no cap). Release notices end any pause early. Replaces
+    /// what [`retry_delay`](Self::retry_delay) set; the later call wins.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use fenced_redlock::{retry::RetryPolicy, Redlock};
+    ///
+    /// let redlock = Redlock::builder(["redis://127.0.0.1:7001"])
+    ///     .retry(RetryPolicy::fixed(Duration::from_millis(20)).max_attempts(5))
+    ///     .build()
+    ///     .expect("valid");
+    /// # drop(redlock);
+    /// ```
+    pub fn retry(mut self, policy: RetryPolicy) -> Self {
+        self.retry = policy;
         self
     }
 
@@ -248,30 +288,21 @@ impl Builder {
             self.ttl,
             self.drift_factor,
             self.node_timeout,
-            self.retry_delay,
+            self.retry,
             self.key_prefix,
             self.fencing,
             self.notify,
         )?;
-        if self.urls.is_empty() {
+        if self.nodes.is_empty() {
             return Err(ConfigError::NoNodes);
         }
-        let mut nodes: Vec<Node> = Vec::with_capacity(self.urls.len());
+        let mut nodes: Vec<Node> = Vec::with_capacity(self.nodes.len());
         let servers = std::sync::Arc::new(crate::node::ServerIds::default());
-        for (index, url) in self.urls.iter().enumerate() {
-            let info =
-                url.as_str()
-                    .into_connection_info()
-                    .map_err(|e| ConfigError::InvalidUrl {
-                        index,
-                        reason: redact(&e.to_string(), url),
-                    })?;
-            let node = Node::new(index, info, &settings, std::sync::Arc::clone(&servers)).map_err(
-                |e| ConfigError::InvalidUrl {
-                    index,
-                    reason: redact(&e.to_string(), url),
-                },
-            )?;
+        for (index, source) in self.nodes.into_iter().enumerate() {
+            let client = source
+                .into_client()
+                .map_err(|reason| ConfigError::InvalidUrl { index, reason })?;
+            let node = Node::new(index, client, &settings, std::sync::Arc::clone(&servers));
             if let Some(first) = nodes.iter().find(|n| n.same_server(&node)) {
                 return Err(ConfigError::DuplicateNode {
                     first: first.index(),
@@ -283,6 +314,31 @@ impl Builder {
         }
         let deadline = settings.node_timeout;
         Ok(Redlock::from_shared(Shared::new(nodes, deadline), settings))
+    }
+}
+
+/// Where a node's connections come from.
+#[derive(Debug, Clone)]
+enum Source {
+    /// A URL, parsed at `build()`.
+    Url(String),
+    /// The caller's client, used as it is (its TLS and connection settings included).
+    /// Boxed: a client is ten times the size of a URL.
+    Client(Box<redis::Client>),
+}
+
+impl Source {
+    /// The client to make the node's connections with; for a URL, why it is unusable
+    /// (password removed).
+    fn into_client(self) -> Result<redis::Client, String> {
+        match self {
+            Source::Client(client) => Ok(*client),
+            Source::Url(url) => url
+                .as_str()
+                .into_connection_info()
+                .and_then(redis::Client::open)
+                .map_err(|e| redact(&e.to_string(), &url)),
+        }
     }
 }
 

@@ -87,6 +87,21 @@ pub enum ConfigError {
     /// Retry delay of zero would spin.
     #[error("retry delay is zero: waiting acquires would spin; use at least 1ms")]
     ZeroRetryDelay,
+    /// A [`RetryPolicy`](crate::retry::RetryPolicy) capped at zero attempts.
+    #[error(
+        "max attempts is zero: an acquire makes at least one attempt; use 1 for a single try, or leave the cap unset to let `wait` alone bound the acquire"
+    )]
+    ZeroMaxAttempts,
+    /// Exponential backoff whose base is zero or above its cap.
+    #[error(
+        "exponential backoff needs 0 < base <= cap, got base {base:?} and cap {cap:?}: use a base of a few milliseconds and a cap at least that large"
+    )]
+    InvalidBackoff {
+        /// The first pause's upper bound.
+        base: Duration,
+        /// The largest pause.
+        cap: Duration,
+    },
 }
 
 /// What went wrong on one node during one call.
@@ -232,6 +247,42 @@ pub enum LockError {
         /// The last attempt's failure.
         last: Box<LockError>,
     },
+    /// The [`RetryPolicy`](crate::retry::RetryPolicy) said stop (its attempt cap was
+    /// reached, or its function returned `None`) before the acquire's `wait` had passed.
+    #[error(
+        "lock {resource:?}: not acquired in {attempts} attempts (the retry policy's limit) after {waited:?}; last: {last}; raise the policy's max attempts or wait for the holder's release"
+    )]
+    RetriesExhausted {
+        /// The resource asked for.
+        resource: String,
+        /// Attempts made.
+        attempts: u32,
+        /// How long it waited.
+        waited: Duration,
+        /// The last attempt's failure.
+        last: Box<LockError>,
+    },
+    /// [`Lease::extend_for`](crate::Lease::extend_for) was given a TTL the builder would
+    /// refuse; nothing was sent to the servers.
+    #[error("cannot extend {resource:?} for {ttl:?}: {reason}")]
+    InvalidTtl {
+        /// The resource of the lease.
+        resource: String,
+        /// The rejected TTL.
+        ttl: Duration,
+        /// The rule it breaks, as [`crate::Builder::build`] reports it.
+        #[source]
+        reason: ConfigError,
+    },
+    /// A [`LeaseHandle`](crate::handle::LeaseHandle) that cannot name a lease (checked by
+    /// [`Redlock::adopt`](crate::Redlock::adopt) before anything is sent).
+    #[error(
+        "unusable lease handle: {reason}; pass the handle `Lease::into_handle` made, unchanged"
+    )]
+    InvalidHandle {
+        /// What is wrong with it.
+        reason: String,
+    },
     /// An empty resource name.
     #[error("empty resource name: name the thing you lock, e.g. \"orders:42\"")]
     EmptyResource,
@@ -294,7 +345,9 @@ impl LockError {
                         )
                     })
             }
-            LockError::WaitTimeout { last, .. } => last.is_contended(),
+            LockError::WaitTimeout { last, .. } | LockError::RetriesExhausted { last, .. } => {
+                last.is_contended()
+            }
             _ => false,
         }
     }

@@ -96,6 +96,9 @@ pub struct Lease {
     nodes: Vec<NodeReport>,
     pub(crate) attempts: u32,
     done: bool,
+    /// Adopted from a handle and not extended since: no validity is known here, yet an
+    /// extend may still find the keys ours.
+    unverified: bool,
 }
 
 impl Lease {
@@ -123,6 +126,33 @@ impl Lease {
             nodes,
             attempts: 1,
             done: false,
+            unverified: false,
+        }
+    }
+
+    /// A lease taken over from a [`LeaseHandle`](crate::handle::LeaseHandle): held as far
+    /// as the keys go, with no validity known until an extend succeeds.
+    pub(crate) fn adopted(
+        client: Redlock,
+        resource: String,
+        key: Arc<str>,
+        token: Token,
+        fence: Option<FenceToken>,
+    ) -> Self {
+        let now = Instant::now();
+        Lease {
+            client,
+            resource,
+            key,
+            token,
+            fence,
+            acquired_at: now,
+            valid_until: now,
+            elapsed: Duration::ZERO,
+            nodes: Vec::new(),
+            attempts: 0,
+            done: false,
+            unverified: true,
         }
     }
 
@@ -162,7 +192,8 @@ impl Lease {
         self.valid_until
     }
 
-    /// Validity left now (zero once passed).
+    /// Validity left now (zero once passed, and zero for a lease
+    /// [adopted](Redlock::adopt) from a handle until an extend succeeds).
     pub fn remaining(&self) -> Duration {
         self.valid_until.saturating_duration_since(Instant::now())
     }
@@ -200,6 +231,9 @@ impl Lease {
     /// only with a majority and validity left, measured from this call's start. On
     /// failure nothing is deleted and the old validity stands. Returns the new validity.
     ///
+    /// A lease [adopted](Redlock::adopt) from a handle has no known validity; its first
+    /// successful extend gives it one (the check for run-out validity is skipped until then).
+    ///
     /// # Errors
     /// [`LockError::LeaseLost`] when validity had already run out, else
     /// [`LockError::QuorumNotReached`] / [`LockError::NoValidityLeft`].
@@ -218,21 +252,75 @@ impl Lease {
         result
     }
 
+    /// Like [`extend`](Lease::extend), with a TTL of your choosing for this extend only:
+    /// the keys live `ttl` from now on the servers and validity is counted from `ttl`
+    /// (less its own drift allowance). Later [`extend`](Lease::extend) calls, and
+    /// [`auto_renew`](Lease::auto_renew), go back to the client's TTL. It behaves as
+    /// `extend` on a client made by [`Redlock::with_ttl`]`(ttl)`: the same node deadline
+    /// rules, the same connections.
+    ///
+    /// `ttl` is checked as [`Builder::build`](crate::Builder::build) checks a TTL (at least
+    /// 1 ms, at most [`MAX_TTL`](crate::config::MAX_TTL), above the drift allowance and an
+    /// explicit node timeout) before anything is sent.
+    ///
+    /// ```no_run
+    /// # async fn demo(mut lease: fenced_redlock::Lease) -> Result<(), fenced_redlock::LockError> {
+    /// use std::time::Duration;
+    /// // The last step is slow: hold the lock a minute longer for it.
+    /// let validity = lease.extend_for(Duration::from_secs(60)).await?;
+    /// assert!(validity <= Duration::from_secs(60));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`LockError::InvalidTtl`] for a TTL the builder would refuse (the servers are not
+    /// touched); otherwise as [`extend`](Lease::extend).
+    pub async fn extend_for(&mut self, ttl: Duration) -> Result<Duration, LockError> {
+        let span = tracing::debug_span!(
+            "redlock.extend",
+            resource = %self.resource,
+            ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX),
+            outcome = tracing::field::Empty
+        );
+        let result = async {
+            let client = self
+                .client
+                .with_ttl(ttl)
+                .map_err(|reason| LockError::InvalidTtl {
+                    resource: self.resource.clone(),
+                    ttl,
+                    reason,
+                })?;
+            self.extend_on(&client).await.map(|(v, _)| v)
+        }
+        .instrument(span.clone())
+        .await;
+        crate::metrics::extended(&span, &result);
+        result
+    }
+
     /// Like `extend`, also telling how many nodes said "not ours".
     pub(crate) async fn extend_inner(&mut self) -> Result<(Duration, usize), LockError> {
+        let client = self.client.clone();
+        self.extend_on(&client).await
+    }
+
+    /// Extends with `client`'s TTL and node deadline (this lease's client, or one made
+    /// from it by `with_ttl`).
+    async fn extend_on(&mut self, client: &Redlock) -> Result<(Duration, usize), LockError> {
         let started = Instant::now();
-        if started >= self.valid_until {
+        if !self.unverified && started >= self.valid_until {
             return Err(LockError::LeaseLost {
                 resource: self.resource.clone(),
                 reason: crate::LossReason::Expired,
             });
         }
-        let settings = self.client.settings();
+        let settings = client.settings();
         let ttl_ms = settings.ttl_ms();
         let deadline = settings.node_timeout;
-        let shared = self.client.shared();
+        let shared = client.shared();
         let nodes = &shared.nodes;
-        let required = self.client.quorum();
+        let required = client.quorum();
         let tally: Tally<()> =
             quorum::fan_out(nodes, required, Until::Decided, shared.tasks(), |node| {
                 let (key, token) = (Arc::clone(&self.key), self.token.clone());
@@ -264,6 +352,7 @@ impl Lease {
             });
         };
         self.valid_until = valid_until;
+        self.unverified = false;
         Ok((validity, tally.not_ours()))
     }
 
@@ -347,6 +436,23 @@ impl Lease {
         }
         .instrument(span)
         .await
+    }
+
+    /// Hands the lease over for another process to [adopt](Redlock::adopt): a
+    /// [`LeaseHandle`](crate::handle::LeaseHandle) with the resource, key, owner token,
+    /// fencing token and a wall-clock hint of the validity end. This lease is then done:
+    /// nothing here extends or releases the keys any more (dropping the handle leaves
+    /// them to expire with their TTL). See [`handle`](crate::handle) for what the
+    /// adopter may and may not assume.
+    pub fn into_handle(mut self) -> crate::handle::LeaseHandle {
+        self.done = true;
+        crate::handle::LeaseHandle::new(
+            std::mem::take(&mut self.resource),
+            self.key.to_string(),
+            self.token.as_str().to_owned(),
+            self.fence,
+            self.remaining(),
+        )
     }
 
     /// Hands the lease to a background renewer (see [`RenewingLease`]).

@@ -105,15 +105,23 @@
 //!
 //! ## Layout
 //! - [`config`]: the [`Builder`], defaults and validation.
-//! - `client`: [`Redlock`], the acquire (single attempt and waiting).
+//! - `client`: [`Redlock`], the acquire (single attempt and waiting), adopting a handed-over
+//!   lease.
+//! - [`retry`]: the [`RetryPolicy`] of a waiting acquire (fixed delay, exponential backoff
+//!   with full jitter, your own function; a cap on attempts).
 //! - `quorum`: parallel fan-out that decides as early as possible.
 //! - [`validity`]: the validity and quorum arithmetic.
 //! - [`fence`]: fencing tokens and why they grow.
-//! - `lease`: the held [`Lease`], extend and release.
+//! - `lease`: the held [`Lease`], extend (with the client's TTL or
+//!   [one of your choosing](Lease::extend_for)) and release.
+//! - [`handle`]: a [`LeaseHandle`](handle::LeaseHandle) to release or extend a lease from
+//!   another process (`Serialize`/`Deserialize` with feature `serde`), and why an adopted
+//!   lease has no validity until it extends.
 //! - `renew`: [`RenewingLease`], the background renewer and its loss signal.
 //! - `notify`: release notifications for waiters.
 //! - `script`: the Lua scripts, and why they go as `EVAL`. `node`: one primary, its
-//!   connection and calls with a deadline. `token`: owner tokens.
+//!   connection and calls with a deadline (made from a URL or from your `redis::Client`,
+//!   see [`Redlock::builder_from_clients`]). `token`: owner tokens.
 //! - [`error`]: [`ConfigError`], [`LockError`], per-node failures.
 //! - `metrics`: the metric names (public with feature `metrics`, which emits them
 //!   through the `metrics` facade) and the outcome fields of the tracing spans.
@@ -140,6 +148,7 @@ mod client;
 pub mod config;
 pub mod error;
 pub mod fence;
+pub mod handle;
 mod lease;
 #[cfg(feature = "metrics")]
 pub mod metrics;
@@ -153,6 +162,7 @@ mod notify;
 pub mod pg;
 mod quorum;
 mod renew;
+pub mod retry;
 mod script;
 mod token;
 pub mod validity;
@@ -165,6 +175,7 @@ pub use error::{ConfigError, LockError, NodeError, NodeFailure, NodeFailureReaso
 pub use fence::FenceToken;
 pub use lease::{Lease, NodeOutcome, NodeReport, ReleaseOutcome, ReleaseReport};
 pub use renew::{LeaseStatus, LossReason, RenewOptions, RenewingLease};
+pub use retry::RetryPolicy;
 pub use validity::quorum;
 
 /// The crate README's example, compiled as a doctest so it cannot rot.

@@ -10,10 +10,10 @@
 //! |---|---|---|---|
 //! | `redlock_acquire_total` | counter | `outcome` | an `acquire` or `try_acquire` call returns |
 //! | `redlock_acquire_seconds` | histogram (s) | `outcome` | the same: time from the call to its return, waiting included |
-//! | `redlock_acquire_attempts` | histogram | – | an acquire call is granted or times out: attempts (quorum rounds) it made |
-//! | `redlock_wait_seconds` | histogram (s) | `outcome` | an `acquire` (the waiting one) returns granted or timed out: time before its last attempt began, i.e. spent waiting for the holder |
+//! | `redlock_acquire_attempts` | histogram | – | an acquire call is granted, times out or runs out of retries: attempts (quorum rounds) it made |
+//! | `redlock_wait_seconds` | histogram (s) | `outcome` | an `acquire` (the waiting one) returns granted, timed out or out of retries: time before its last attempt began, i.e. spent waiting for the holder |
 //! | `redlock_node_errors_total` | counter | `node`, `kind` | a call to one node fails or misses its deadline (acquire, fence, extend, release and clean-up calls alike) |
-//! | `redlock_extend_failures_total` | counter | – | a [`Lease::extend`](crate::Lease::extend) call fails |
+//! | `redlock_extend_failures_total` | counter | – | a [`Lease::extend`](crate::Lease::extend) or [`Lease::extend_for`](crate::Lease::extend_for) call fails |
 //! | `redlock_renew_failures_total` | counter | – | a background renewal of a [`RenewingLease`](crate::RenewingLease) fails (it is retried while validity is left) |
 //! | `redlock_leases_lost_total` | counter | `reason` | a [`RenewingLease`](crate::RenewingLease) is lost: the moment [`lost`](crate::RenewingLease::lost) learns why |
 //! | `redlock_handoff_wakeups_total` | counter | – | a release notice wakes a waiting `acquire` of this client before its retry delay (once per release, not once per node) |
@@ -124,7 +124,9 @@ pub fn describe() {
 fn acquire_outcome(error: Option<&LockError>) -> &'static str {
     match error {
         None => "granted",
-        Some(LockError::WaitTimeout { last, .. }) => acquire_outcome(Some(last)),
+        Some(LockError::WaitTimeout { last, .. } | LockError::RetriesExhausted { last, .. }) => {
+            acquire_outcome(Some(last))
+        }
         Some(e) if e.is_contended() => "contended",
         Some(LockError::QuorumNotReached { .. } | LockError::NoValidityLeft { .. }) => {
             "unreachable"
@@ -143,7 +145,9 @@ pub(crate) fn acquired(
     let outcome = acquire_outcome(result.as_ref().err());
     let attempts = match result {
         Ok(lease) => Some(lease.attempts()),
-        Err(LockError::WaitTimeout { attempts, .. }) => Some(*attempts),
+        Err(
+            LockError::WaitTimeout { attempts, .. } | LockError::RetriesExhausted { attempts, .. },
+        ) => Some(*attempts),
         Err(_) if !waiting => Some(1),
         Err(_) => None,
     };
@@ -154,7 +158,9 @@ pub(crate) fn acquired(
     // Time before the last attempt began: until the winning attempt's start, or all of it.
     let waited = match result {
         Ok(lease) if waiting => Some(lease.acquired_at().saturating_duration_since(started)),
-        Err(LockError::WaitTimeout { waited, .. }) => Some(*waited),
+        Err(LockError::WaitTimeout { waited, .. } | LockError::RetriesExhausted { waited, .. }) => {
+            Some(*waited)
+        }
         _ => None,
     };
     #[cfg(feature = "metrics")]

@@ -38,7 +38,7 @@ use std::task::Poll;
 use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
-use redis::{AsyncConnectionConfig, Client, ConnectionInfo, RedisError, RedisResult};
+use redis::{AsyncConnectionConfig, Client, RedisError, RedisResult};
 use tokio::sync::Mutex;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -126,21 +126,22 @@ impl std::fmt::Debug for Node {
 }
 
 impl Node {
+    /// A node making its connections with `client`.
     pub(crate) fn new(
         index: usize,
-        info: ConnectionInfo,
+        client: Client,
         settings: &Settings,
         servers: Arc<ServerIds>,
-    ) -> RedisResult<Self> {
+    ) -> Self {
+        let info = client.get_connection_info();
         let addr = info.addr().to_string();
         let resolved = resolve(info.addr());
-        let client = Client::open(info)?;
         let connect_budget = settings.node_timeout.max(CONNECT_TIMEOUT);
         // Our own per-call deadline decides how long a reply may take.
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(connect_budget))
             .set_response_timeout(None);
-        Ok(Node {
+        Node {
             index,
             addr,
             client,
@@ -153,7 +154,7 @@ impl Node {
             probing: AtomicBool::new(false),
             resolved,
             connect_budget,
-        })
+        }
     }
 
     pub(crate) fn index(&self) -> usize {

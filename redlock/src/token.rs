@@ -24,6 +24,12 @@ impl Token {
         Token(hex)
     }
 
+    /// A token this crate made, as read back from a lease handle: 32 hex digits.
+    pub(crate) fn parse(text: &str) -> Option<Self> {
+        (text.len() == 32 && text.bytes().all(|b| b.is_ascii_hexdigit()))
+            .then(|| Token(text.to_owned()))
+    }
+
     pub(crate) fn as_str(&self) -> &str {
         &self.0
     }

@@ -217,3 +217,27 @@ async fn usable_from_inside_a_runtime_without_deadlock() {
     });
     assert_eq!(from_worker.await.expect("no panic").expect("free"), 3);
 }
+
+#[test]
+fn a_handed_over_lease_is_extended_for_longer_and_released_by_another_client() {
+    let cluster = Cluster::start(Flavour::Valkey, 3);
+    let a = client(&cluster, Duration::from_secs(2));
+    let b = client(&cluster, Duration::from_secs(2));
+    let lease = a
+        .acquire("blocking:handed", Duration::from_secs(1))
+        .expect("free");
+    let fence = lease.fence();
+    let mut adopted = b.adopt(lease.into_handle()).expect("a good handle");
+    assert_eq!(adopted.remaining(), Duration::ZERO, "no validity known yet");
+    assert_eq!(adopted.fence(), fence);
+    let validity = adopted
+        .extend_for(Duration::from_secs(30))
+        .expect("the keys are ours");
+    assert!(validity > Duration::from_secs(25), "{validity:?}");
+    assert!(matches!(
+        adopted.extend_for(Duration::ZERO),
+        Err(LockError::InvalidTtl { .. })
+    ));
+    assert!(adopted.release().released() >= 2);
+    assert_eq!(lock_keys_left(&cluster), []);
+}

@@ -128,6 +128,17 @@ impl Redlock {
         Ok(Lease::new(lease, Arc::clone(&self.home)))
     }
 
+    /// Takes over a lease handed over by [`crate::Lease::into_handle`] (or
+    /// [`Lease::into_handle`]); see [`crate::Redlock::adopt`]: no validity is known until
+    /// [`Lease::extend`] succeeds.
+    ///
+    /// # Errors
+    /// As [`crate::Redlock::adopt`].
+    pub fn adopt(&self, handle: crate::handle::LeaseHandle) -> Result<Lease, LockError> {
+        let lease = self.inner.adopt(handle)?;
+        Ok(Lease::new(lease, Arc::clone(&self.home)))
+    }
+
     /// Waits (bounded) for background work — releases of dropped leases, clean-ups,
     /// renewers, which it stops and releases — then refuses new acquires; see
     /// [`crate::Redlock::shutdown`]. Dropping the last clone and lease does the same;

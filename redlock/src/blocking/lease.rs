@@ -97,10 +97,26 @@ impl Lease {
         self.home.block_on(self.inner.extend())
     }
 
+    /// Extends with a TTL of your choosing for this extend only; see
+    /// [`crate::Lease::extend_for`]. Returns the new validity.
+    ///
+    /// # Errors
+    /// As [`crate::Lease::extend_for`].
+    pub fn extend_for(&mut self, ttl: Duration) -> Result<Duration, LockError> {
+        self.home.block_on(self.inner.extend_for(ttl))
+    }
+
     /// Deletes our key on every node and wakes waiters; see [`crate::Lease::release`].
     pub fn release(self) -> ReleaseReport {
         let Lease { inner, home } = self;
         home.block_on(inner.release())
+    }
+
+    /// Hands the lease over for another process to adopt; see
+    /// [`crate::Lease::into_handle`].
+    pub fn into_handle(self) -> crate::handle::LeaseHandle {
+        let Lease { inner, home: _home } = self;
+        inner.into_handle()
     }
 
     /// Retires the resource's fence counter, then releases; see
