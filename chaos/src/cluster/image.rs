@@ -3,7 +3,7 @@
 //! There is no registry to pull from, so every image is `FROM scratch` plus files copied from
 //! this host to the paths they have here, with every shared library `ldd` lists (loader
 //! included), so binaries find what they were built to find. The build context is a tar
-//! made in memory ([`Context`]) and sent through the engine API.
+//! made in memory (`Context`) and sent through the engine API.
 //!
 //! - [`ensure_image`]: the rig's server image: the server binary at [`image_server_path`]
 //!   (the entrypoint), for Valkey libfaketime at [`IMAGE_FAKETIME_LIB`], empty `/data` and
@@ -17,7 +17,7 @@
 //!   `compose/docker-compose.offline.yml`), taking the official images' command lines, under
 //!   a tag the caller fixes. PostgreSQL's stand-in is [`super::pg_image`].
 //!
-//! Caching: every image carries [`LABEL_CONTENT`], a sha256 over the recipe version, the
+//! Caching: every image carries the label `redlock-chaos.content-sha256`, a sha256 over the recipe version, the
 //! Dockerfile and every context entry's path, mode and bytes; a tag that exists with the same
 //! hash is reused. The rig's tags embed the hash, so a changed binary gives a new tag; a fixed
 //! tag is rebuilt in place, and the image it named before is removed unless a container
