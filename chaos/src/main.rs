@@ -4,6 +4,7 @@
 //! - `chaos up`: bring a cluster up, print its worker URLs, write the state file, leave it
 //!   running.
 //! - `chaos down`: remove everything `chaos up` (or a crashed run) left behind.
+//! - `chaos images`: build the images `compose/docker-compose.offline.yml` names.
 //! - `chaos scenarios`: list the named fault scenarios, one line each (`--json`: all of
 //!   them in the scenario file format; `--toml NAME`: one as a TOML file).
 //! - `chaos fencing-table`: the fenced counter at every stall rate × mode (see the library's
@@ -13,6 +14,7 @@
 //! - `chaos bench`: our client beside the Rust peers on one local cluster, as ratios.
 //! - `chaos run`: every scenario end to end with verdicts (see the library's `run`).
 //! - `chaos worker` (hidden): one worker process of `chaos run`.
+//! - `chaos toxiproxy-health` (hidden): the offline proxy image's health check.
 //!
 //! # Exit codes (the CI contract)
 //! | code | meaning |
@@ -59,6 +61,9 @@ enum Command {
     Up(UpArgs),
     /// Remove what `chaos up` left: the run in the state file, `--run ID`, or `--all` runs.
     Down(DownArgs),
+    /// Build the images compose/docker-compose.offline.yml names (Valkey, the proxy,
+    /// PostgreSQL) from the binaries installed here; no registry is used.
+    Images,
     /// List the named fault scenarios: name, what happens, what the run should show (or,
     /// with --json / --toml, in the scenario file format).
     Scenarios(ScenariosArgs),
@@ -75,6 +80,26 @@ enum Command {
     /// One worker process of `chaos run` (internal).
     #[command(hide = true)]
     Worker(WorkerArgs),
+    /// Exit 0 when the Toxiproxy API answers with its proxy list (internal: the offline
+    /// proxy image's health check, standing in for `toxiproxy-cli list`).
+    #[command(hide = true)]
+    ToxiproxyHealth(ToxiproxyHealthArgs),
+}
+
+#[derive(Debug, Args)]
+struct ToxiproxyHealthArgs {
+    /// Base URL of the API.
+    #[arg(long, default_value = "http://127.0.0.1:8474")]
+    api: String,
+}
+
+async fn toxiproxy_health(args: ToxiproxyHealthArgs) -> Result<(), Box<dyn std::error::Error>> {
+    // Below the compose file's 2 s health check timeout.
+    let client =
+        redlock_chaos::proxy::Client::with_timeout(&args.api, std::time::Duration::from_secs(1))?;
+    let names: Vec<String> = client.proxies().await?.into_keys().collect();
+    println!("{} proxies: {}", names.len(), names.join(", "));
+    Ok(())
 }
 
 #[derive(Debug, Args)]
@@ -312,7 +337,7 @@ async fn main() -> ExitCode {
     // while nodes are killed) and the nemesis's info lines would drown it.
     let default_filter = match cli.command {
         Command::Run(_) => "warn,redlock_chaos::proxy=error,redlock_chaos::run=info",
-        Command::Worker(_) => "warn",
+        Command::Worker(_) | Command::ToxiproxyHealth(_) => "warn",
         _ => "info",
     };
     tracing_subscriber::fmt()
@@ -331,6 +356,11 @@ async fn main() -> ExitCode {
         },
         Command::Up(args) => up(args).await.map_err(Into::into),
         Command::Down(args) => down(args).await,
+        Command::Images => redlock_chaos::commands::images::run()
+            .await
+            .map(|images| print!("{}", redlock_chaos::commands::images::render(&images)))
+            .map_err(Into::into),
+        Command::ToxiproxyHealth(args) => toxiproxy_health(args).await,
         Command::Run(args) => return ExitCode::from(run_cmd::run(args).await),
         Command::Worker(args) => return ExitCode::from(worker_proc::serve(args).await),
         Command::Scenarios(args) => scenarios(args),

