@@ -2,7 +2,8 @@
 //! `docker-compose -f docker-compose.yml -f docker-compose.offline.yml up -d` under a project
 //! of its own; once every service is healthy, workers reach each node through its proxy,
 //! inspection reaches it directly, a proxy disabled through the Toxiproxy API cuts its port
-//! and enabling it restores it, and PostgreSQL answers at the stack file's URL. `down -v` runs
+//! and enabling it restores it, PostgreSQL answers at the stack file's URL, and `chaos run
+//! --stack compose/stack.toml` passes kill-minority and partition-minority. `down -v` runs
 //! on every exit path a test can take (a guard's Drop, also while unwinding from a panic).
 //!
 //! The base file publishes fixed ports (8474, 16379..16383, 26379..26383, 55432) and names
@@ -41,6 +42,14 @@ const PG_URL: &str = "postgres://chaos:chaos@127.0.0.1:55432/chaos";
 const HEALTHY_WITHIN: Duration = Duration::from_secs(90);
 /// Bound on one request to a node or the database.
 const STEP: Duration = Duration::from_secs(5);
+
+/// The `chaos` binary: `CHAOS_BIN` (scripts/test sets the optimized one: it runs the
+/// workers of the attached run and goes into the proxy image) or this package's.
+fn chaos_bin() -> PathBuf {
+    std::env::var_os("CHAOS_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_chaos")))
+}
 
 fn compose_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../compose")
@@ -247,7 +256,7 @@ async fn offline_stack_comes_up_and_is_torn_down() {
     remove_abandoned(&d, &program).await;
     assert_ports_free();
 
-    let images = Command::new(env!("CARGO_BIN_EXE_chaos"))
+    let images = Command::new(chaos_bin())
         .arg("images")
         .output()
         .expect("run chaos images");
@@ -321,6 +330,48 @@ async fn offline_stack_comes_up_and_is_torn_down() {
     assert_eq!(row.get::<_, i32>(2), 42);
     drop(client);
     let _ = conn.await;
+
+    // Attached: two scenarios through compose/stack.toml, container kills on this engine
+    // and partitions at the stack's Toxiproxy; both must pass.
+    let report_dir = std::env::temp_dir().join(format!("compose-attach-{}", std::process::id()));
+    let run = Command::new(chaos_bin())
+        .args(["run", "--stack"])
+        .arg(compose_dir().join("stack.toml"))
+        .args([
+            "--scenario",
+            "kill-minority,partition-minority",
+            "--duration",
+            "10s",
+            "--seed",
+            "20261201",
+            "--report",
+        ])
+        .arg(&report_dir)
+        .output()
+        .expect("run chaos run --stack");
+    println!(
+        "chaos run --stack ({:?}):\n{}",
+        started.elapsed(),
+        text(&run)
+    );
+    let report: redlock_chaos::report::ChaosReport = serde_json::from_str(
+        &std::fs::read_to_string(report_dir.join("report.json")).expect("report.json"),
+    )
+    .expect("report.json parses");
+    let _ = std::fs::remove_dir_all(&report_dir);
+    assert_eq!(report.backend, "attached");
+    assert_eq!(report.server_version.split(' ').next(), Some("valkey"));
+    for s in &report.scenarios {
+        assert_eq!(
+            s.verdict.outcome,
+            redlock_chaos::report::Outcome::Pass,
+            "{}: {:#?}",
+            s.name,
+            s.verdict.reasons
+        );
+        assert!(!s.faults.is_empty(), "{}: no fault was applied", s.name);
+    }
+    assert_eq!(run.status.code(), Some(0), "{}", text(&run));
 
     let down = stack.down();
     assert!(down.status.success(), "compose down -v: {}", text(&down));
