@@ -33,6 +33,15 @@
 //! 7. **fencing-table** — the whole `chaos fencing-table` on these nodes, timed (full: 45
 //!    runs of 10,000 sections at once; `--quick`: 9 runs of 1,000).
 //!
+//! # Where the time goes (perf, 2026-12-01)
+//! The nodes run without libfaketime ([`ClusterSpec::without_clock_faults`]): under it,
+//! every clock call of a Valkey server re-read the timestamp file, 72 % of the machine's
+//! samples were in the servers (`path_openat`, `vfs_read`, `getenv`, `vfprintf` at the top)
+//! and throughput was a third of what it is without. Without it, in the throughput case,
+//! the client's Tokio workers take about a third of the samples (half of it socket
+//! syscalls in the kernel, then our code and malloc) and the servers half. README,
+//! "Performance", has the numbers.
+//!
 //! `--repeat K` (default 3, 1 with `--quick`) runs cases 1–6 K times on the same nodes;
 //! every row is the median of its K per-round values, with the p50 and ops/s ranges beside
 //! it, so "within noise" is a number. `--case NAME,…` runs a subset. A log line before each
@@ -419,7 +428,8 @@ pub async fn run(config: &BenchConfig) -> Result<BenchReport, BenchError> {
     let loadavg_1m = std::fs::read_to_string("/proc/loadavg")
         .ok()
         .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()));
-    let cluster = LocalCluster::up(ClusterSpec::new(config.flavour, NODES)).await?;
+    let cluster =
+        LocalCluster::up(ClusterSpec::new(config.flavour, NODES).without_clock_faults()).await?;
     let result = AssertUnwindSafe(run_on(&cluster, config))
         .catch_unwind()
         .await;

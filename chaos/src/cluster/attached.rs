@@ -1,6 +1,6 @@
 //! A deployment `chaos` did not bring up, described by a [`Stack`] file: the nodes, their
 //! proxies at some Toxiproxy (ours or Shopify's), and how each node's process is driven
-//! ([`NodeControl`]).
+//! (`control::NodeControl`).
 //!
 //! | verb | needs | how |
 //! |---|---|---|

@@ -309,7 +309,7 @@ impl DockerCluster {
         let version = binaries::server_version(spec.flavour, &bin)?;
         let image = image::ensure_image(&docker, spec.flavour, &bin, &run_id).await?;
         tracing::info!(tag = %image.tag, built = image.built, elapsed = ?image.elapsed, "server image ready");
-        let clock_root = if spec.flavour.supports_clock_faults() {
+        let clock_root = if spec.clock_faults && spec.flavour.supports_clock_faults() {
             Some(
                 tempfile::Builder::new()
                     .prefix(&format!("redlock-chaos-{run_id}-clock-"))
@@ -897,9 +897,7 @@ impl Cluster for DockerCluster {
     ) -> Result<(), ClusterError> {
         let (i, _) = self.node_name(node)?;
         let Some(dir) = self.lock()[i].clock_dir.clone() else {
-            return Err(ClusterError::ClockFaultsUnsupported {
-                flavour: self.flavour,
-            });
+            return Err(super::no_clock_faults(self.flavour));
         };
         let ts = dir.join("ts");
         std::fs::write(&ts, faketime_offset(offset_seconds))

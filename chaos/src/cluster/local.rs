@@ -27,8 +27,8 @@ use super::stack::{Control, STACK_VERSION, Stack, StackNode, ToxiproxySection};
 use super::state::{ClusterState, NodeState};
 use super::{
     BackendKind, Cluster, ClusterError, ClusterSpec, DataOnRestart, Flavour, NodeId, ProxyLayer,
-    ProxyPlan, binaries, check_node, faketime_offset, ports, proxy_name, redis_url, resp,
-    server_args, worker_addr,
+    ProxyPlan, binaries, check_node, faketime_offset, no_clock_faults, ports, proxy_name,
+    redis_url, resp, server_args, worker_addr,
 };
 
 const BACKEND: &str = "local";
@@ -105,7 +105,7 @@ impl LocalCluster {
         };
         let version = binaries::server_version(spec.flavour, &bin)?;
         // Valkey always runs under libfaketime (offset +0) so clock faults need no restart.
-        let faketime = if spec.flavour.supports_clock_faults() {
+        let faketime = if spec.clock_faults && spec.flavour.supports_clock_faults() {
             Some(binaries::locate_faketime()?)
         } else {
             None
@@ -559,10 +559,8 @@ impl Cluster for LocalCluster {
     ) -> Result<(), ClusterError> {
         self.ensure_up()?;
         let i = check_node(node, self.nodes())?;
-        if !self.flavour.supports_clock_faults() {
-            return Err(ClusterError::ClockFaultsUnsupported {
-                flavour: self.flavour,
-            });
+        if self.faketime.is_none() {
+            return Err(no_clock_faults(self.flavour));
         }
         let file = self.lock()[i].faketime_file();
         write_file(&file, &faketime_offset(offset_seconds))

@@ -30,7 +30,7 @@
 //! [`ProxyPlan::Direct`] both are the node's own address; with [`ProxyPlan::Chaos`] or
 //! [`ProxyPlan::External`] workers go through one Toxiproxy-API server with a proxy `node<i>`
 //! per node ([`proxied`]), whose client is [`Cluster::proxy`]. Both backends compute worker URLs
-//! only through [`worker_addr`].
+//! only through `worker_addr`.
 
 pub mod attached;
 pub mod binaries;
@@ -174,6 +174,11 @@ pub struct ClusterSpec {
     /// located by [`binaries::locate_chaos`] when `None`. Integration tests of this package
     /// pass `env!("CARGO_BIN_EXE_chaos")`.
     pub proxy_bin: Option<PathBuf>,
+    /// Run Valkey nodes under libfaketime so clock faults can be applied (default). Off for
+    /// benchmarks: libfaketime reads its timestamp file on every clock call of the server
+    /// (`FAKETIME_NO_CACHE`, so an offset takes effect at once), which the profile of
+    /// `chaos bench` showed as a large share of the servers' CPU (see the bench docs).
+    pub clock_faults: bool,
 }
 
 impl ClusterSpec {
@@ -187,7 +192,14 @@ impl ClusterSpec {
             ready_timeout: Duration::from_secs(15),
             proxy: ProxyPlan::Direct,
             proxy_bin: None,
+            clock_faults: true,
         }
+    }
+
+    /// The same spec without libfaketime under the servers (no clock faults).
+    pub fn without_clock_faults(mut self) -> Self {
+        self.clock_faults = false;
+        self
     }
 
     /// The same spec with workers going through `plan`.
@@ -659,6 +671,19 @@ pub(crate) fn check_node(node: NodeId, nodes: usize) -> Result<usize, ClusterErr
         Ok(node.0)
     } else {
         Err(ClusterError::NoSuchNode { node, nodes })
+    }
+}
+
+/// Why a cluster without libfaketime under its servers cannot jump their clocks.
+pub(crate) fn no_clock_faults(flavour: Flavour) -> ClusterError {
+    if flavour.supports_clock_faults() {
+        ClusterError::Unsupported {
+            backend: "this",
+            operation: "clock faults",
+            hint: "the cluster was brought up without libfaketime (ClusterSpec::clock_faults = false, as `chaos bench` and `chaos fencing-table` do)",
+        }
+    } else {
+        ClusterError::ClockFaultsUnsupported { flavour }
     }
 }
 

@@ -110,9 +110,10 @@ pub async fn run(args: FencingTableArgs) -> Result<Outcome, String> {
         .map_err(|e| e.to_string())?;
     let mut cluster = None;
     let nodes = if args.nodes.is_empty() {
-        let c = LocalCluster::up(ClusterSpec::new(args.flavour, DEFAULT_NODES))
-            .await
-            .map_err(|e| format!("starting local primaries: {e}"))?;
+        let c =
+            LocalCluster::up(ClusterSpec::new(args.flavour, DEFAULT_NODES).without_clock_faults())
+                .await
+                .map_err(|e| format!("starting local primaries: {e}"))?;
         let urls = (0..c.nodes())
             .map(|i| c.worker_url(NodeId(i)))
             .collect::<Result<Vec<_>, _>>()
