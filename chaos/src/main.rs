@@ -305,7 +305,12 @@ async fn bench(args: BenchArgs) -> Result<(), redlock_chaos::bench::BenchError> 
     if !args.cases.is_empty() {
         config.cases = args.cases;
     }
-    let report = bench::run(&config).await?;
+    // Ctrl-C drops the run, whose guards stop the servers (thawing a frozen one first), the
+    // proxy and PostgreSQL; its default action would leave them running.
+    let report = tokio::select! {
+        r = bench::run(&config) => r?,
+        _ = tokio::signal::ctrl_c() => return Err(BenchError::Interrupted),
+    };
     print!("{}", bench::table::render(&report));
     if let Some(path) = &args.json {
         let io = |source| BenchError::Io {

@@ -119,6 +119,9 @@ pub enum BenchError {
     /// A task failed to join.
     #[error("task: {0}")]
     Task(String),
+    /// Ctrl-C: the bench stopped; its servers, proxy and database were removed.
+    #[error("interrupted (Ctrl-C); nothing it started is left running")]
+    Interrupted,
     /// Writing the report failed.
     #[error("{action}: {source}")]
     Io {

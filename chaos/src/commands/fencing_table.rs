@@ -85,6 +85,10 @@ pub struct Outcome {
 /// # Errors
 /// A message saying what failed and what to change.
 pub async fn run(args: FencingTableArgs) -> Result<Outcome, String> {
+    // Ctrl-C is ours from the start: its default action would end the process at once and
+    // leave the servers (in process groups of their own) and PostgreSQL running.
+    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+        .map_err(|e| format!("listening for Ctrl-C: {e}"))?;
     let seed = args.seed.unwrap_or_else(rand::random);
     let sections = if args.quick {
         args.sections.min(QUICK_SECTIONS)
@@ -158,7 +162,13 @@ pub async fn run(args: FencingTableArgs) -> Result<Outcome, String> {
             elapsed.as_secs_f64()
         );
     });
-    let result = table::run_table(cfg, progress).await;
+    let result = tokio::select! {
+        r = table::run_table(cfg, progress) => Some(r),
+        _ = interrupt.recv() => {
+            eprintln!("fencing-table: interrupted; stopping the runs, removing the servers and the database");
+            None
+        }
+    };
     if let Some(c) = cluster {
         // Errors here leave processes the Drop guard still removes.
         let _ = c.down().await;
@@ -166,7 +176,9 @@ pub async fn run(args: FencingTableArgs) -> Result<Outcome, String> {
     tokio::task::spawn_blocking(move || drop(pg))
         .await
         .map_err(|e| e.to_string())?;
-    let result = result.map_err(|e| e.to_string())?;
+    let result = result
+        .ok_or("interrupted (Ctrl-C); nothing it started is left running")?
+        .map_err(|e| e.to_string())?;
     let wall = started.elapsed();
     if let Some(path) = &args.json {
         let json = serde_json::to_string_pretty(&result).map_err(|e| e.to_string())?;
