@@ -9,10 +9,11 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use bollard::Docker;
-use bollard::query_parameters::{KillContainerOptionsBuilder, StartContainerOptions};
+use bollard::query_parameters::StartContainerOptions;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
+use super::docker::{container_running, kill_container, status_code};
 use super::stack::Control;
 use super::{ClusterError, NodeId};
 
@@ -43,13 +44,6 @@ pub(crate) enum NodeControl {
 
 fn docker_err(action: String) -> impl FnOnce(bollard::errors::Error) -> ClusterError {
     move |e| ClusterError::docker(action, e)
-}
-
-fn status(e: &bollard::errors::Error) -> Option<u16> {
-    match e {
-        bollard::errors::Error::DockerResponseServerError { status_code, .. } => Some(*status_code),
-        _ => None,
-    }
 }
 
 /// A client for the engine at `engine` (`None`: the local one), checked to answer.
@@ -117,28 +111,7 @@ impl NodeControl {
         match self {
             NodeControl::None => Err(Self::unsupported("kill")),
             NodeControl::Docker { docker, container } => {
-                // The engine refuses to kill a paused container.
-                let _ = docker.unpause_container(container).await;
-                let opts = KillContainerOptionsBuilder::default()
-                    .signal("SIGKILL")
-                    .build();
-                if let Err(e) = docker.kill_container(container, Some(opts)).await
-                    && status(&e) != Some(409)
-                {
-                    return Err(ClusterError::docker(format!("killing {container}"), e));
-                }
-                let start = tokio::time::Instant::now();
-                while container_running(docker, container).await? {
-                    if start.elapsed() > GONE_WITHIN {
-                        return Err(ClusterError::NodeState {
-                            node,
-                            state: "still running 10s after SIGKILL",
-                            hint: "check the engine (docker ps) and retry",
-                        });
-                    }
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-                Ok(())
+                kill_container(docker, node, container).await
             }
             NodeControl::Local { pid_file, .. } => {
                 let Some(pid) = read_pid(pid_file)? else {
@@ -174,7 +147,7 @@ impl NodeControl {
                     .start_container(container, None::<StartContainerOptions>)
                     .await
                     .or_else(|e| {
-                        if status(&e) == Some(304) {
+                        if status_code(&e) == Some(304) {
                             Ok(())
                         } else {
                             Err(e)
@@ -253,7 +226,7 @@ impl NodeControl {
             NodeControl::Docker { docker, container } => {
                 match docker.unpause_container(container).await {
                     // 409: not paused (or not running), which is what a heal wants.
-                    Err(e) if status(&e) != Some(409) => {
+                    Err(e) if status_code(&e) != Some(409) => {
                         Err(ClusterError::docker(format!("unpausing {container}"), e))
                     }
                     _ => Ok(()),
@@ -262,17 +235,6 @@ impl NodeControl {
             NodeControl::Local { pid_file, .. } => signal(pid_file, Signal::SIGCONT),
         }
     }
-}
-
-async fn container_running(docker: &Docker, name: &str) -> Result<bool, ClusterError> {
-    let info = docker
-        .inspect_container(
-            name,
-            None::<bollard::query_parameters::InspectContainerOptions>,
-        )
-        .await
-        .map_err(docker_err(format!("inspecting {name}")))?;
-    Ok(info.state.and_then(|s| s.running).unwrap_or(false))
 }
 
 fn read_pid(path: &Path) -> Result<Option<Pid>, ClusterError> {

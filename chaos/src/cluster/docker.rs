@@ -244,11 +244,52 @@ pub async fn remove_images(docker: &Docker) -> Result<Vec<String>, ClusterError>
     Ok(removed)
 }
 
-fn status_code(e: &bollard::errors::Error) -> Option<u16> {
+pub(crate) fn status_code(e: &bollard::errors::Error) -> Option<u16> {
     match e {
         bollard::errors::Error::DockerResponseServerError { status_code, .. } => Some(*status_code),
         _ => None,
     }
+}
+
+/// Whether the engine reports container `name` running.
+pub(crate) async fn container_running(docker: &Docker, name: &str) -> Result<bool, ClusterError> {
+    let info = docker
+        .inspect_container(name, None)
+        .await
+        .map_err(|e| ClusterError::docker(format!("inspecting {name}"), e))?;
+    Ok(info.state.and_then(|s| s.running).unwrap_or(false))
+}
+
+/// SIGKILL container `name` (node `node`) in any state, and wait (bounded) until the engine
+/// reports it stopped, so a following start is not a no-op.
+pub(crate) async fn kill_container(
+    docker: &Docker,
+    node: NodeId,
+    name: &str,
+) -> Result<(), ClusterError> {
+    // The engine refuses to kill a paused container; a kill is meant to work in any state.
+    let _ = docker.unpause_container(name).await;
+    let opts = KillContainerOptionsBuilder::default()
+        .signal("SIGKILL")
+        .build();
+    if let Err(e) = docker.kill_container(name, Some(opts)).await {
+        // 409: not running — already killed, which is the goal.
+        if status_code(&e) != Some(409) {
+            return Err(ClusterError::docker(format!("killing {name}"), e));
+        }
+    }
+    let start = tokio::time::Instant::now();
+    while container_running(docker, name).await? {
+        if start.elapsed() > STATE_WAIT {
+            return Err(ClusterError::NodeState {
+                node,
+                state: "still running 10s after SIGKILL",
+                hint: "check the engine (docker ps) and retry",
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(())
 }
 
 fn is_not_found(e: &bollard::errors::Error) -> bool {
@@ -739,15 +780,6 @@ impl DockerCluster {
             })
     }
 
-    async fn is_running(&self, name: &str) -> Result<bool, ClusterError> {
-        let info = self
-            .docker
-            .inspect_container(name, None)
-            .await
-            .map_err(|e| ClusterError::docker(format!("inspecting {name}"), e))?;
-        Ok(info.state.and_then(|s| s.running).unwrap_or(false))
-    }
-
     fn node_name(&self, node: NodeId) -> Result<(usize, String), ClusterError> {
         self.ensure_up()?;
         let i = check_node(node, self.nodes())?;
@@ -755,30 +787,7 @@ impl DockerCluster {
     }
 
     async fn kill_node(&self, i: usize, name: &str) -> Result<(), ClusterError> {
-        // The engine refuses to kill a paused container; a kill is meant to work in any state.
-        let _ = self.docker.unpause_container(name).await;
-        let opts = KillContainerOptionsBuilder::default()
-            .signal("SIGKILL")
-            .build();
-        if let Err(e) = self.docker.kill_container(name, Some(opts)).await {
-            // 409: not running — already killed, which is the goal.
-            if status_code(&e) != Some(409) {
-                return Err(ClusterError::docker(format!("killing {name}"), e));
-            }
-        }
-        // Bounded wait until the engine reports it stopped, so a following start is not a no-op.
-        let start = tokio::time::Instant::now();
-        while self.is_running(name).await? {
-            if start.elapsed() > STATE_WAIT {
-                return Err(ClusterError::NodeState {
-                    node: NodeId(i),
-                    state: "still running 10s after SIGKILL",
-                    hint: "check the engine (docker ps) and retry",
-                });
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        Ok(())
+        kill_container(&self.docker, NodeId(i), name).await
     }
 }
 
