@@ -136,7 +136,15 @@ impl Drop for AttemptGuard {
         // Our deletes queue behind the attempt's SETs on each connection, so they land
         // after them whatever state the attempt was in.
         let spawned = self.shared.spawn(async move {
-            crate::lease::delete_everywhere(&nodes, &key, &token, false, deadline).await;
+            crate::lease::delete_everywhere(
+                &nodes,
+                &key,
+                &token,
+                false,
+                deadline,
+                crate::lease::Wait::All,
+            )
+            .await;
         });
         if !spawned {
             tracing::warn!(key = %self.key, "acquire cancelled outside a Tokio runtime: its keys expire with the ttl");
@@ -689,7 +697,15 @@ impl Redlock {
         }
         let (key, token, deadline) = (Arc::clone(&guard.key), guard.token.clone(), guard.deadline);
         self.shared.spawn(async move {
-            crate::lease::delete_everywhere(&nodes, &key, &token, false, deadline).await;
+            crate::lease::delete_everywhere(
+                &nodes,
+                &key,
+                &token,
+                false,
+                deadline,
+                crate::lease::Wait::All,
+            )
+            .await;
         });
     }
 }

@@ -11,7 +11,9 @@
 //! validity is left: `ttl − elapsed − drift`, with `elapsed` measured on the monotonic
 //! clock from the start of the attempt and `drift = ttl × 0.01 + 2 ms`. A failed attempt
 //! deletes its key from every node, including those that never answered. Release is a
-//! compare-and-delete on every node that also wakes waiters (PUBLISH), extend is a
+//! compare-and-delete on every node that also wakes waiters (PUBLISH); it returns once a
+//! majority has answered and the rest finish in the background
+//! ([`Lease::release_all`] waits for every node), extend is a
 //! compare-and-PEXPIRE that needs a majority again, and [`Lease::auto_renew`] renews in
 //! the background and tells the holder when the lease is lost. With fencing on, each
 //! lease also carries a [`FenceToken`] that grows from grant to grant (see [`fence`]).

@@ -205,11 +205,28 @@ impl RenewingLease {
         }
     }
 
-    /// Stops the renewer and releases on every node. After a shutdown, the report of
-    /// the release the renewer made then.
-    pub async fn release(mut self) -> ReleaseReport {
+    /// Stops the renewer and releases as [`Lease::release`] does (returns once a majority
+    /// answered). After a shutdown, the report of the release the renewer made then.
+    pub async fn release(self) -> ReleaseReport {
+        self.release_with(false).await
+    }
+
+    /// Stops the renewer and releases as [`Lease::release_all`] does (waits for every
+    /// node).
+    pub async fn release_all(self) -> ReleaseReport {
+        self.release_with(true).await
+    }
+
+    async fn release_with(mut self, all: bool) -> ReleaseReport {
+        let release = |lease: Lease| async move {
+            if all {
+                lease.release_all().await
+            } else {
+                lease.release().await
+            }
+        };
         if let Some(lease) = self.idle.take() {
-            return lease.release().await;
+            return release(lease).await;
         }
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
@@ -218,7 +235,7 @@ impl RenewingLease {
             Some(task) => match task.await {
                 Ok(Ok(mut lease)) => {
                     lease.rearm();
-                    lease.release().await
+                    release(lease).await
                 }
                 Ok(Err(report)) => report,
                 Err(_) => ReleaseReport { nodes: Vec::new() },

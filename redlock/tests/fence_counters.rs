@@ -32,7 +32,7 @@ async fn counters_never_collide_with_resource_names() {
             .try_acquire("a:fence")
             .await
             .expect("a:fence is a resource of its own");
-        let report = lease.release().await;
+        let report = lease.release_all().await;
         assert_eq!(report.released(), 3, "{flavour:?}: {report:?}");
 
         // A fenced grant of `b` must not touch the key of a lease on `b:fence`.
@@ -41,7 +41,7 @@ async fn counters_never_collide_with_resource_names() {
         let b = redlock.try_acquire("b").await.expect("free");
         assert_eq!(b.fence().map(|f| f.get()), Some(1));
         b.release().await;
-        let report = held.release().await;
+        let report = held.release_all().await;
         assert!(
             report
                 .nodes

@@ -103,7 +103,7 @@ async fn release_needs_no_extend_and_an_expired_handle_cannot_be_extended() {
     let report = b
         .adopt(serde_json::from_str(&json).expect("deserializes"))
         .expect("good")
-        .release()
+        .release_all()
         .await;
     assert!(report.released() >= 2, "{report:?}");
     assert!(block_in_place(|| lock_keys(&cluster)).is_empty());

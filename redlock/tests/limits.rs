@@ -41,7 +41,7 @@ async fn huge_durations_saturate_instead_of_panicking() {
             .max_hold(Duration::MAX),
     );
     assert!(held.is_held());
-    let report = held.release().await;
+    let report = held.release_all().await;
     // The waiter may win with two of three: the release notice can reach it before the
     // first lease's delete reached the third node, whose SET NX then said no (seen in CI
     // under load: `[AlreadyGone, Released, Released]`). Whatever it held, it released,

@@ -106,10 +106,18 @@ impl Lease {
         self.home.block_on(self.inner.extend_for(ttl))
     }
 
-    /// Deletes our key on every node and wakes waiters; see [`crate::Lease::release`].
+    /// Deletes our key on every node and wakes waiters, returning once a majority
+    /// answered; see [`crate::Lease::release`].
     pub fn release(self) -> ReleaseReport {
         let Lease { inner, home } = self;
         home.block_on(inner.release())
+    }
+
+    /// Like [`release`](Self::release), waiting for every node; see
+    /// [`crate::Lease::release_all`].
+    pub fn release_all(self) -> ReleaseReport {
+        let Lease { inner, home } = self;
+        home.block_on(inner.release_all())
     }
 
     /// Hands the lease over for another process to adopt; see
@@ -191,5 +199,12 @@ impl RenewingLease {
     pub fn release(self) -> ReleaseReport {
         let RenewingLease { inner, home } = self;
         home.block_on(inner.release())
+    }
+
+    /// Stops the renewer and releases, waiting for every node; see
+    /// [`crate::RenewingLease::release_all`].
+    pub fn release_all(self) -> ReleaseReport {
+        let RenewingLease { inner, home } = self;
+        home.block_on(inner.release_all())
     }
 }
