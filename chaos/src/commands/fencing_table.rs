@@ -12,6 +12,7 @@ use clap::Args;
 
 use crate::cluster::{Cluster, ClusterSpec, DEFAULT_NODES, Flavour, LocalCluster, NodeId};
 use crate::pg::Pg;
+use crate::report::meter::Meter;
 use crate::workload::mode::{Mode, Preset};
 use crate::workload::table::{self, TableConfig};
 
@@ -148,10 +149,25 @@ pub async fn run(args: FencingTableArgs) -> Result<Outcome, String> {
         seed,
         jobs: args.jobs,
         run_timeout: args.run_timeout,
+        done: None,
+    };
+    let runs = (cfg.rates.len() * cfg.modes.len()) as u64 * u64::from(cfg.runs);
+    // Sections complete all the time while runs finish rarely (all at once near the end
+    // when every run is in flight): the meter counts sections.
+    let meter = Arc::new(Meter::start(
+        "fencing-table",
+        "sections",
+        runs.saturating_mul(sections),
+    ));
+    let cfg = TableConfig {
+        done: Some(meter.counter()),
+        ..cfg
     };
     let started = Instant::now();
-    let progress: Arc<table::Progress> = Arc::new(|done, total, rate, mode, run, r, elapsed| {
-        eprintln!(
+    let lines = Arc::clone(&meter);
+    let progress: Arc<table::Progress> = Arc::new(
+        move |done, total, rate, mode, run, r, elapsed| {
+            lines.println(&format!(
             "[{done}/{total}] rate {rate} {} run {run}: stalls {} lost {} rejected {} violations {} failed acquires {} ({:.1}s)",
             mode.name(),
             r.stalls,
@@ -160,8 +176,9 @@ pub async fn run(args: FencingTableArgs) -> Result<Outcome, String> {
             r.exclusion_violations,
             r.acquire_failures,
             elapsed.as_secs_f64()
-        );
-    });
+        ));
+        },
+    );
     let result = tokio::select! {
         r = table::run_table(cfg, progress) => Some(r),
         _ = interrupt.recv() => {
@@ -169,6 +186,10 @@ pub async fn run(args: FencingTableArgs) -> Result<Outcome, String> {
             None
         }
     };
+
+    if let Ok(meter) = Arc::try_unwrap(meter) {
+        meter.finish();
+    }
     if let Some(c) = cluster {
         // Errors here leave processes the Drop guard still removes.
         let _ = c.down().await;

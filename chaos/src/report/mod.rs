@@ -5,6 +5,7 @@
 //!   and every renderer (which only reads it). `chaos report DIR` re-renders from the file.
 //! - [`observer`]: the [`RunObserver`] events the runner sends while it runs.
 //! - [`progress`]: observers for people (indicatif bars) and CI logs (plain lines).
+//! - [`meter`]: the same for long commands counted in units (`chaos fencing-table`).
 //! - [`write`]: the report directory — [`write_all`], [`load`], [`rerender`].
 //! - [`html`]: `report.html`, one self-contained page ([`render_html`]); its charts are
 //!   `timeline`, `latency` and `counter`, drawn with the `svg` writer on the shared `axis`,
@@ -20,6 +21,7 @@ mod escape;
 pub mod html;
 pub mod junit;
 mod latency;
+pub mod meter;
 pub mod model;
 pub mod observer;
 mod palette;

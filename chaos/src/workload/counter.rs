@@ -55,6 +55,8 @@ pub struct CounterConfig {
     pub acquire_wait: Duration,
     /// The whole run must finish within this.
     pub run_timeout: Duration,
+    /// Where completed sections are counted as they complete (progress of a long table).
+    pub done: Option<Arc<AtomicU64>>,
 }
 
 /// One grant of the lock, as offsets from the run's start.
@@ -332,7 +334,12 @@ async fn worker(
             let outcome = outcome?;
             stats.stalls += u64::from(stalled.load(Ordering::Relaxed));
             match outcome {
-                SectionOutcome::Accepted => break,
+                SectionOutcome::Accepted => {
+                    if let Some(done) = &ctx.cfg.done {
+                        done.fetch_add(1, Ordering::Relaxed);
+                    }
+                    break;
+                }
                 SectionOutcome::Rejected => stats.rejected += 1,
                 // Nothing written; the section is redone under a fresh lease.
                 SectionOutcome::Abandoned => {}

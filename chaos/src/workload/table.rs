@@ -45,6 +45,8 @@ pub struct TableConfig {
     pub jobs: usize,
     /// Budget of each run.
     pub run_timeout: Duration,
+    /// Completed sections of all runs, counted as they complete.
+    pub done: Option<Arc<std::sync::atomic::AtomicU64>>,
 }
 
 /// One rate and mode with its runs (the JSON row).
@@ -135,6 +137,7 @@ pub async fn run_table(cfg: TableConfig, progress: Arc<Progress>) -> Result<Tabl
                     resource: format!("fencing-table:{}:{index}", cfg.seed),
                     acquire_wait: Duration::from_secs(10),
                     run_timeout: cfg.run_timeout,
+                    done: cfg.done.clone(),
                 };
                 let limit = Arc::clone(&limit);
                 tasks.spawn(async move {
