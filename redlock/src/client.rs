@@ -57,9 +57,15 @@ impl Shared {
         }
     }
 
-    /// Runs `work` in the background on the client's own runtime (a blocking client's) or
-    /// the current one, tracked for `shutdown`. Without a runtime (a drop outside Tokio)
-    /// nothing can run: returns `false`, and the keys expire with their TTL.
+    /// Starts `work` here and runs the rest in the background on the client's own runtime
+    /// (a blocking client's) or the current one, tracked for `shutdown`. Without a runtime
+    /// (a drop outside Tokio) nothing can run: returns `false`, and the keys expire with
+    /// their TTL.
+    ///
+    /// Starting here matters: the first poll puts `work`'s requests in line at each node
+    /// (see `node`, "Calls reach the server in the order they were made"). A spawned task
+    /// is first polled whenever the scheduler gets to it, and the caller's next attempt
+    /// would overtake its clean-up — its `SET NX` then finds our own old key and fails.
     pub(crate) fn spawn<F>(&self, work: F) -> bool
     where
         F: Future<Output = ()> + Send + 'static,
@@ -69,13 +75,21 @@ impl Shared {
             .get()
             .cloned()
             .or_else(|| tokio::runtime::Handle::try_current().ok());
-        match runtime {
-            Some(runtime) => {
-                self.tasks.spawn_on(work, &runtime);
-                true
+        let Some(runtime) = runtime else {
+            return false;
+        };
+        let mut work = Box::pin(work);
+        {
+            let _context = runtime.enter();
+            // The spawned task polls again with its own waker straight away, so a wake-up
+            // sent to this one is not needed.
+            let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+            if work.as_mut().poll(&mut cx).is_ready() {
+                return true;
             }
-            None => false,
         }
+        self.tasks.spawn_on(work, &runtime);
+        true
     }
 
     /// Makes `runtime` the home of this client's background work.

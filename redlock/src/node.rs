@@ -11,7 +11,12 @@
 //! fair (first-come, first-served) gate: a call takes it, connects if there is no
 //! connection, and hands its request to the pipeline — one poll of the request future —
 //! before letting the next call through. Replies are awaited outside the gate, so calls
-//! still overlap on the wire.
+//! still overlap on the wire. Two things would let a request wait *without* a place in
+//! line, and both are ruled out: a full request channel inside the connection (at most
+//! [`MAX_IN_FLIGHT`] calls pass the gate, and the channel has room for that many), and
+//! Tokio's cooperative budget (the ordered part of a call runs unconstrained). Background
+//! work (a clean-up, a dropped lease's release) is polled once where it starts, before it
+//! is spawned, so it takes its place in line before the caller's next call.
 //!
 //! # Connecting outlives the call that started it
 //! A connection is made by a task of its own (TCP connect, handshake, the `run_id`
@@ -81,6 +86,16 @@ impl ServerIds {
     }
 }
 
+/// Room in a connection's request channel, and the most calls one node has in flight.
+///
+/// redis-rs hands each request to its connection's writer through a bounded channel. A
+/// request that finds the channel full waits for room, and the order in which waiting
+/// requests get in is the order their tasks happen to run, not the order they started
+/// waiting: a release's delete could land after the next attempt's `SET` (seen under load
+/// with a 50-slot channel: the attempt found our own old key). So no more calls than
+/// there is room are let through the gate: a request never waits for the channel.
+pub(crate) const MAX_IN_FLIGHT: usize = 1024;
+
 /// Least time a connection may take to be made (see the module docs); a node deadline
 /// above it is used instead.
 pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
@@ -117,6 +132,8 @@ pub(crate) struct Node {
     resolved: Vec<SocketAddr>,
     /// How long making a connection may take.
     connect_budget: Duration,
+    /// One permit per call in flight (see [`MAX_IN_FLIGHT`]).
+    in_flight: Arc<tokio::sync::Semaphore>,
 }
 
 impl std::fmt::Debug for Node {
@@ -140,7 +157,8 @@ impl Node {
         // Our own per-call deadline decides how long a reply may take.
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(connect_budget))
-            .set_response_timeout(None);
+            .set_response_timeout(None)
+            .set_pipeline_buffer_size(MAX_IN_FLIGHT);
         Node {
             index,
             addr,
@@ -154,6 +172,7 @@ impl Node {
             probing: AtomicBool::new(false),
             resolved,
             connect_budget,
+            in_flight: Arc::new(tokio::sync::Semaphore::new(MAX_IN_FLIGHT)),
         }
     }
 
@@ -192,7 +211,12 @@ impl Node {
         if let Some(other) = self.same_as.get() {
             return (Err(NodeError::SameServer(other.clone())), started.elapsed());
         }
-        let result = match tokio::time::timeout(timeout, self.in_order(f)).await {
+        // Unconstrained: under Tokio's cooperative budget a resource may answer "not now"
+        // without taking a place in line — the gate, or the pipeline's channel — and a
+        // later call would overtake this one (see "Calls reach the server in the order
+        // they were made").
+        let ordered = tokio::task::unconstrained(self.in_order(f));
+        let result = match tokio::time::timeout(timeout, ordered).await {
             Err(_) => Err(NodeError::Timeout(timeout)),
             Ok(Err(e)) => match self.same_as.get() {
                 Some(other) => Err(NodeError::SameServer(other.clone())),
@@ -291,6 +315,12 @@ impl Node {
     {
         let mut gate = self.conn.lock().await;
         let (generation, conn) = self.connection(&mut gate).await?;
+        // Waited for in the gate, so calls keep their order when the limit is reached;
+        // held until the reply, so the channel always has room for this request.
+        let _in_flight = Arc::clone(&self.in_flight)
+            .acquire_owned()
+            .await
+            .map_err(|_| RedisError::from((redis::ErrorKind::Client, "node closed")))?;
         let mut request = std::pin::pin!(f(conn));
         // One poll puts the request in the pipeline's queue (or in line for a place in it).
         let first = std::future::poll_fn(|cx| Poll::Ready(request.as_mut().poll(cx))).await;

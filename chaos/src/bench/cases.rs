@@ -304,7 +304,10 @@ pub async fn throughput(clients: &[Client], plan: &Plan) -> Vec<Row> {
         .zip(acc)
         .map(|(c, (all, mut note))| {
             if all.errors > 0 && note.is_none() {
-                note = Some(format!("{} failed cycles", all.errors));
+                note = Some(match &all.first_error {
+                    Some(e) => format!("{} failed cycles; first: {e}", all.errors),
+                    None => format!("{} failed cycles", all.errors),
+                });
             }
             Row::from_samples("throughput", c.name(), &all, note)
         })
@@ -320,6 +323,7 @@ async fn throughput_slice(
     note: &mut Option<String>,
 ) {
     let started = Instant::now();
+    let cpu_before = super::stats::process_cpu();
     let stop_at = started + slice;
     let mut tasks = JoinSet::new();
     for j in 0..plan.tasks {
@@ -330,7 +334,10 @@ async fn throughput_slice(
             while Instant::now() < stop_at {
                 match tokio::time::timeout(cap, cycle(c.as_ref(), &resource, ttl)).await {
                     Ok(Ok((_, t))) => s.push(t),
-                    Ok(Err(_)) => s.errors += 1,
+                    Ok(Err(e)) => {
+                        s.errors += 1;
+                        s.first_error.get_or_insert_with(|| e.to_string());
+                    }
                     Err(_) => s.timeouts += 1,
                 }
             }
@@ -356,6 +363,11 @@ async fn throughput_slice(
         *note = Some("tasks did not stop in time".into());
     }
     *all.wall.get_or_insert(Duration::ZERO) += started.elapsed();
+    // Clients take turns, so what this process used meanwhile is this client's cost (and
+    // the runtime's, alike for every client).
+    if let (Some(before), Some(after)) = (cpu_before, super::stats::process_cpu()) {
+        *all.cpu.get_or_insert(Duration::ZERO) += after.saturating_sub(before);
+    }
 }
 
 /// Times `chaos fencing-table` end to end on the bench's nodes: the full table

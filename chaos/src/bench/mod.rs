@@ -340,6 +340,10 @@ pub struct Row {
     /// Lowest and highest per-round ops/s.
     #[serde(default)]
     pub ops_range: Option<[f64; 2]>,
+    /// This process's CPU time per operation, µs (throughput rows: the clients take turns,
+    /// so it is the client's cost plus the runtime's).
+    #[serde(default)]
+    pub cpu_us_per_op: Option<f64>,
 }
 
 fn one() -> usize {
@@ -363,6 +367,7 @@ impl Row {
             rounds: 1,
             p50_range_us: None,
             ops_range: None,
+            cpu_us_per_op: summary.and_then(|x| x.cpu_per_op).map(us),
         }
     }
 
@@ -671,6 +676,7 @@ pub fn aggregate(rounds: &[Vec<Row>]) -> Vec<Row> {
             let p50s: Vec<f64> = rows.iter().filter_map(|r| r.p50_us).collect();
             let p99s: Vec<f64> = rows.iter().filter_map(|r| r.p99_us).collect();
             let ops: Vec<f64> = rows.iter().filter_map(|r| r.ops_per_s).collect();
+            let cpu: Vec<f64> = rows.iter().filter_map(|r| r.cpu_us_per_op).collect();
             Some(Row {
                 case: key.0.clone(),
                 client: key.1.clone(),
@@ -684,6 +690,7 @@ pub fn aggregate(rounds: &[Vec<Row>]) -> Vec<Row> {
                 rounds: rows.len(),
                 p50_range_us: range(&p50s),
                 ops_range: range(&ops),
+                cpu_us_per_op: stats::median(&cpu),
             })
         })
         .collect()

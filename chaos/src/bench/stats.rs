@@ -23,6 +23,11 @@ pub struct Samples {
     pub errors: u32,
     /// Wall time the row took, when it is a throughput row (ops/s = len / wall).
     pub wall: Option<Duration>,
+    /// CPU time this process spent meanwhile (user + system, every thread), when measured:
+    /// the client's cost per operation is `cpu / len`.
+    pub cpu: Option<Duration>,
+    /// The first error's message, for the row's note.
+    pub first_error: Option<String>,
 }
 
 impl Default for Samples {
@@ -32,6 +37,8 @@ impl Default for Samples {
             timeouts: 0,
             errors: 0,
             wall: None,
+            cpu: None,
+            first_error: None,
         }
     }
 }
@@ -53,6 +60,8 @@ pub struct Summary {
     pub ops_per_s: f64,
     /// Number of latency samples.
     pub samples: usize,
+    /// This process's CPU time per operation, when measured.
+    pub cpu_per_op: Option<Duration>,
 }
 
 fn nanos(d: Duration) -> u64 {
@@ -85,6 +94,9 @@ impl Samples {
         }
         self.timeouts = self.timeouts.saturating_add(other.timeouts);
         self.errors = self.errors.saturating_add(other.errors);
+        if self.first_error.is_none() {
+            self.first_error.clone_from(&other.first_error);
+        }
     }
 
     /// `None` when there is no sample at all.
@@ -105,8 +117,21 @@ impl Samples {
             p99: at(0.99),
             ops_per_s,
             samples: self.len(),
+            cpu_per_op: self.cpu.map(|c| c.div_f64(n)),
         })
     }
+}
+
+/// CPU time this process has used so far (user + system, all threads); `None` where the
+/// system will not say.
+pub fn process_cpu() -> Option<Duration> {
+    use nix::sys::resource::{UsageWho, getrusage};
+    let u = getrusage(UsageWho::RUSAGE_SELF).ok()?;
+    let d = |t: nix::sys::time::TimeVal| {
+        Duration::from_secs(u64::try_from(t.tv_sec()).ok()?)
+            .checked_add(Duration::from_micros(u64::try_from(t.tv_usec()).ok()?))
+    };
+    d(u.user_time())?.checked_add(d(u.system_time())?)
 }
 
 /// Nearest-rank percentile (`p` in 0..=100) of ascending, non-empty values; `T::default()`

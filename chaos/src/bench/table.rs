@@ -28,8 +28,8 @@ pub fn render(r: &BenchReport) -> String {
     );
     let _ = writeln!(
         s,
-        "{:<22} {:<16} {:>9} {:>19} {:>9} {:>10} {:>7} {:>5} {:>4}  note",
-        "case", "client", "p50", "p50 range", "p99", "ops/s", "samples", "t/o", "err"
+        "{:<22} {:<16} {:>9} {:>19} {:>9} {:>10} {:>7} {:>7} {:>5} {:>4}  note",
+        "case", "client", "p50", "p50 range", "p99", "ops/s", "cpu/op", "samples", "t/o", "err"
     );
     for row in &r.cases {
         let range = match row.p50_range_us {
@@ -38,13 +38,15 @@ pub fn render(r: &BenchReport) -> String {
         };
         let _ = writeln!(
             s,
-            "{:<22} {:<16} {:>9} {:>19} {:>9} {:>10} {:>7} {:>5} {:>4}  {}",
+            "{:<22} {:<16} {:>9} {:>19} {:>9} {:>10} {:>7} {:>7} {:>5} {:>4}  {}",
             row.case,
             row.client,
             us(row.p50_us),
             range,
             us(row.p99_us),
             row.ops_per_s.map_or("-".into(), |o| format!("{o:.0}")),
+            row.cpu_us_per_op
+                .map_or("-".into(), |c| format!("{c:.1}µs")),
             row.samples,
             row.timeouts,
             row.errors,

@@ -164,6 +164,7 @@ pub async fn run(args: FencingTableArgs) -> Result<Outcome, String> {
         ..cfg
     };
     let started = Instant::now();
+    let cpu_before = crate::bench::stats::process_cpu();
     let lines = Arc::clone(&meter);
     let progress: Arc<table::Progress> = Arc::new(
         move |done, total, rate, mode, run, r, elapsed| {
@@ -201,13 +202,23 @@ pub async fn run(args: FencingTableArgs) -> Result<Outcome, String> {
         .ok_or("interrupted (Ctrl-C); nothing it started is left running")?
         .map_err(|e| e.to_string())?;
     let wall = started.elapsed();
+    // This process is every run's lock client and database client: its CPU per section
+    // is the harness's cost (the servers and PostgreSQL are other processes).
+    let cpu = match (cpu_before, crate::bench::stats::process_cpu()) {
+        (Some(before), Some(after)) if runs * sections > 0 => format!(
+            "; client CPU {:.0} µs per section ({:.1} s in all)",
+            after.saturating_sub(before).as_secs_f64() * 1e6 / (runs * sections) as f64,
+            after.saturating_sub(before).as_secs_f64()
+        ),
+        _ => String::new(),
+    };
     if let Some(path) = &args.json {
         let json = serde_json::to_string_pretty(&result).map_err(|e| e.to_string())?;
         std::fs::write(path, json).map_err(|e| format!("writing {}: {e}", path.display()))?;
     }
     Ok(Outcome {
         text: format!(
-            "{}seed {seed}; {sections} sections per run; wall time {:.1}s\n",
+            "{}seed {seed}; {sections} sections per run; wall time {:.1}s{cpu}\n",
             table::render(&result),
             wall.as_secs_f64()
         ),
