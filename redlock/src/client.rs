@@ -571,34 +571,36 @@ impl Redlock {
         };
         let started = Instant::now();
 
-        let votes: Tally<i64> = quorum::fan_out(nodes, required, Until::Decided, tasks, |node| {
-            let (key, fence_key, token) = (Arc::clone(&key), Arc::clone(&fence_key), token.clone());
-            async move {
-                node.call(deadline, |mut c| async move {
-                    if fencing {
-                        let fence: i64 = script::ACQUIRE_FENCED
-                            .call(&[key.as_bytes(), &fence_key])
-                            .arg(token.as_str())
-                            .arg(ttl_ms)
-                            .query_async(&mut c)
-                            .await?;
-                        Ok((fence >= 0).then_some(fence))
-                    } else {
-                        let ok: Option<String> = redis::cmd("SET")
-                            .arg(&*key)
-                            .arg(token.as_str())
-                            .arg("NX")
-                            .arg("PX")
-                            .arg(ttl_ms)
-                            .query_async(&mut c)
-                            .await?;
-                        Ok(ok.map(|_| 0))
-                    }
-                })
-                .await
-            }
-        })
-        .await;
+        let votes: Tally<i64> =
+            quorum::fan_out(nodes, required, Until::Decided, deadline, tasks, |node| {
+                let (key, fence_key, token) =
+                    (Arc::clone(&key), Arc::clone(&fence_key), token.clone());
+                async move {
+                    node.call_unbounded(|mut c| async move {
+                        if fencing {
+                            let fence: i64 = script::ACQUIRE_FENCED
+                                .call(&[key.as_bytes(), &fence_key])
+                                .arg(token.as_str())
+                                .arg(ttl_ms)
+                                .query_async(&mut c)
+                                .await?;
+                            Ok((fence >= 0).then_some(fence))
+                        } else {
+                            let ok: Option<String> = redis::cmd("SET")
+                                .arg(&*key)
+                                .arg(token.as_str())
+                                .arg("NX")
+                                .arg("PX")
+                                .arg(ttl_ms)
+                                .query_async(&mut c)
+                                .await?;
+                            Ok(ok.map(|_| 0))
+                        }
+                    })
+                    .await
+                }
+            })
+            .await;
 
         if !votes.reached() {
             self.cleanup(guard, &votes);
@@ -619,12 +621,12 @@ impl Redlock {
                 }
             };
             let written: Tally<()> =
-                quorum::fan_out(nodes, required, Until::Decided, tasks, |node| {
+                quorum::fan_out(nodes, required, Until::Decided, deadline, tasks, |node| {
                     let (key, fence_key, token) =
                         (Arc::clone(&key), Arc::clone(&fence_key), token.clone());
                     async move {
                         let reply = node
-                            .call(deadline, |mut c| async move {
+                            .call_unbounded(|mut c| async move {
                                 let held: i64 = script::FENCE_WRITE
                                     .call(&[key.as_bytes(), &fence_key])
                                     .arg(token.as_str())

@@ -326,11 +326,16 @@ impl Lease {
         let shared = client.shared();
         let nodes = &shared.nodes;
         let required = client.quorum();
-        let tally: Tally<()> =
-            quorum::fan_out(nodes, required, Until::Decided, shared.tasks(), |node| {
+        let tally: Tally<()> = quorum::fan_out(
+            nodes,
+            required,
+            Until::Decided,
+            deadline,
+            shared.tasks(),
+            |node| {
                 let (key, token) = (Arc::clone(&self.key), self.token.clone());
                 async move {
-                    node.call(deadline, |mut c| async move {
+                    node.call_unbounded(|mut c| async move {
                         let r: i64 = script::EXTEND
                             .call(&[key.as_bytes()])
                             .arg(token.as_str())
@@ -341,8 +346,9 @@ impl Lease {
                     })
                     .await
                 }
-            })
-            .await;
+            },
+        )
+        .await;
         if !tally.reached() {
             return Err(tally.quorum_error(&self.resource, nodes));
         }
@@ -444,11 +450,12 @@ impl Lease {
                 &shared.nodes,
                 shared.nodes.len(),
                 Until::All,
+                deadline,
                 shared.tasks(),
                 |node| {
                     let counter = Arc::clone(&counter);
                     async move {
-                        node.call(deadline, |mut c| async move {
+                        node.call_unbounded(|mut c| async move {
                             redis::cmd("DEL")
                                 .arg(&*counter)
                                 .query_async(&mut c)
@@ -551,11 +558,11 @@ pub(crate) async fn delete_everywhere(
         Wait::Quorum(required, tasks) => (Until::Decided, required, tasks),
     };
     // Every answer is a "yes" here: a release is decided when `required` nodes answered.
-    let tally: Tally<i64> = quorum::fan_out(nodes, required, until, tasks, |node| {
+    let tally: Tally<i64> = quorum::fan_out(nodes, required, until, deadline, tasks, |node| {
         let (key, token, announce) = (Arc::clone(key), token.clone(), Arc::clone(&announce));
         async move {
             let native = node.native_delete(deadline);
-            node.call(deadline, |mut c| async move {
+            node.call_unbounded(|mut c| async move {
                 let (channel, release_id) = (&announce.0, &announce.1);
                 delete_one(&mut c, native, &key, &token, channel, release_id)
                     .await

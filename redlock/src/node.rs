@@ -208,6 +208,25 @@ impl Node {
         Fut: Future<Output = RedisResult<T>>,
     {
         let started = Instant::now();
+        match tokio::time::timeout(timeout, self.call_unbounded(f)).await {
+            Ok(answer) => answer,
+            Err(_) => {
+                let e = NodeError::Timeout(timeout);
+                crate::metrics::node_error(&self.addr, &e);
+                (Err(e), started.elapsed())
+            }
+        }
+    }
+
+    /// Runs `f` against this node's connection with no deadline of its own: the caller
+    /// bounds it (a fan-out has one timer for all its nodes, see `quorum`).
+    /// Returns the reply and how long it took.
+    pub(crate) async fn call_unbounded<T, F, Fut>(&self, f: F) -> (Result<T, NodeError>, Duration)
+    where
+        F: FnOnce(MultiplexedConnection) -> Fut,
+        Fut: Future<Output = RedisResult<T>>,
+    {
+        let started = Instant::now();
         if let Some(other) = self.same_as.get() {
             return (Err(NodeError::SameServer(other.clone())), started.elapsed());
         }
@@ -215,14 +234,12 @@ impl Node {
         // without taking a place in line — the gate, or the pipeline's channel — and a
         // later call would overtake this one (see "Calls reach the server in the order
         // they were made").
-        let ordered = tokio::task::unconstrained(self.in_order(f));
-        let result = match tokio::time::timeout(timeout, ordered).await {
-            Err(_) => Err(NodeError::Timeout(timeout)),
-            Ok(Err(e)) => match self.same_as.get() {
+        let result = match tokio::task::unconstrained(self.in_order(f)).await {
+            Err(e) => match self.same_as.get() {
                 Some(other) => Err(NodeError::SameServer(other.clone())),
                 None => Err(NodeError::from_redis(&e)),
             },
-            Ok(Ok(v)) => Ok(v),
+            Ok(v) => Ok(v),
         };
         if let Err(e) = &result {
             crate::metrics::node_error(&self.addr, e);

@@ -96,11 +96,16 @@ pub(crate) enum Until {
     All,
 }
 
-/// Sends `op` to every node in parallel and collects answers until `until` is met.
+/// Sends `op` to every node in parallel and collects answers until `until` is met or
+/// `deadline` (from now) has passed: a node that has not answered by then counts as
+/// [`NodeError::Timeout`], and its call is dropped. One timer bounds every node's call
+/// (the ops use [`Node::call_unbounded`]); calls still in flight after a decision are
+/// driven to the same deadline in the background.
 pub(crate) async fn fan_out<T, F, Fut>(
     nodes: &[Arc<Node>],
     required: usize,
     until: Until,
+    deadline: Duration,
     tasks: &TaskTracker,
     op: F,
 ) -> Tally<T>
@@ -109,6 +114,7 @@ where
     F: Fn(Arc<Node>) -> Fut,
     Fut: Future<Output = Answer<T>> + Send + 'static,
 {
+    let started = tokio::time::Instant::now();
     let mut pending: FuturesUnordered<Pending<T>> = nodes
         .iter()
         .enumerate()
@@ -123,7 +129,32 @@ where
         required,
     };
     let mut no = 0usize;
-    while let Some((i, answer)) = pending.next().await {
+    // Saturating: a deadline too far to represent is no deadline.
+    let end = started.checked_add(deadline);
+    let timer = async {
+        match end {
+            Some(end) => tokio::time::sleep_until(end).await,
+            None => std::future::pending().await,
+        }
+    };
+    let mut timer = std::pin::pin!(timer);
+    loop {
+        let next = tokio::select! {
+            biased;
+            next = pending.next() => next,
+            () = &mut timer => {
+                for (node, slot) in nodes.iter().zip(tally.answers.iter_mut()) {
+                    if slot.is_none() {
+                        let e = NodeError::Timeout(deadline);
+                        crate::metrics::node_error(node.addr(), &e);
+                        *slot = Some((Err(e), started.elapsed()));
+                    }
+                }
+                // Past every node's deadline: nothing left to wait for.
+                return tally;
+            }
+        };
+        let Some((i, answer)) = next else { break };
         match &answer.0 {
             Ok(Some(_)) => tally.yes = tally.yes.saturating_add(1),
             _ => no = no.saturating_add(1),
@@ -138,8 +169,30 @@ where
         }
     }
     if !pending.is_empty() {
-        // Keep polling the rest so every command is sent and its reply consumed.
-        tasks.spawn(async move { while pending.next().await.is_some() {} });
+        // Keep polling the rest so every command is sent and its reply consumed, up to
+        // the same deadline.
+        let mut left: Vec<Option<Arc<Node>>> = nodes
+            .iter()
+            .zip(&tally.answers)
+            .map(|(node, answer)| answer.is_none().then(|| Arc::clone(node)))
+            .collect();
+        tasks.spawn(async move {
+            let rest = async {
+                while let Some((i, _)) = pending.next().await {
+                    if let Some(slot) = left.get_mut(i) {
+                        *slot = None;
+                    }
+                }
+            };
+            let Some(end) = end else {
+                return rest.await;
+            };
+            if tokio::time::timeout_at(end, rest).await.is_err() {
+                for node in left.iter().flatten() {
+                    crate::metrics::node_error(node.addr(), &NodeError::Timeout(deadline));
+                }
+            }
+        });
     }
     tally
 }
