@@ -25,7 +25,7 @@ use tokio::time::Instant;
 
 use super::clients::LockClient;
 use super::stats::Samples;
-use super::{BenchError, Plan, Row};
+use super::{AppendFsync, BenchError, Plan, Row};
 
 /// Shared handle to an adapter.
 pub type Client = Arc<dyn LockClient>;
@@ -399,6 +399,7 @@ pub async fn fencing_table_end_to_end(urls: &[String], plan: &Plan) -> Row {
         pg_url: None,
         nodes: urls.to_vec(),
         flavour: crate::cluster::Flavour::Valkey,
+        appendfsync: AppendFsync::Everysec,
     };
     let started = Instant::now();
     let outcome = fencing_table::run(args).await;

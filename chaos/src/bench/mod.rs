@@ -496,7 +496,7 @@ fn node_addr(url: &str) -> Result<SocketAddr, BenchError> {
         .map_err(|e| BenchError::Setup(format!("node address {url}: {e}")))
 }
 
-async fn set_appendfsync(url: &str, policy: AppendFsync) -> Result<(), BenchError> {
+pub(crate) async fn set_appendfsync(url: &str, policy: AppendFsync) -> Result<(), BenchError> {
     let set = async {
         let client = redis::Client::open(url)?;
         let mut c = client.get_multiplexed_async_connection().await?;
