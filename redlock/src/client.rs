@@ -146,7 +146,7 @@ impl Drop for AttemptGuard {
             return;
         }
         let nodes = self.shared.nodes.clone();
-        let (key, token, deadline) = (Arc::clone(&self.key), self.token.clone(), self.deadline);
+        let (key, token, deadline) = (Arc::clone(&self.key), self.token, self.deadline);
         // Our deletes queue behind the attempt's SETs on each connection, so they land
         // after them whatever state the attempt was in.
         let spawned = self.shared.spawn(async move {
@@ -565,7 +565,7 @@ impl Redlock {
         let guard = AttemptGuard {
             shared: Arc::clone(&self.shared),
             key: Arc::clone(&key),
-            token: token.clone(),
+            token,
             deadline,
             armed: true,
         };
@@ -573,8 +573,7 @@ impl Redlock {
 
         let votes: Tally<i64> =
             quorum::fan_out(nodes, required, Until::Decided, deadline, tasks, |node| {
-                let (key, fence_key, token) =
-                    (Arc::clone(&key), Arc::clone(&fence_key), token.clone());
+                let (key, fence_key, token) = (Arc::clone(&key), Arc::clone(&fence_key), token);
                 async move {
                     node.call_unbounded(|mut c| async move {
                         if fencing {
@@ -622,8 +621,7 @@ impl Redlock {
             };
             let written: Tally<()> =
                 quorum::fan_out(nodes, required, Until::Decided, deadline, tasks, |node| {
-                    let (key, fence_key, token) =
-                        (Arc::clone(&key), Arc::clone(&fence_key), token.clone());
+                    let (key, fence_key, token) = (Arc::clone(&key), Arc::clone(&fence_key), token);
                     async move {
                         let reply = node
                             .call_unbounded(|mut c| async move {
@@ -711,7 +709,7 @@ impl Redlock {
         if nodes.is_empty() {
             return;
         }
-        let (key, token, deadline) = (Arc::clone(&guard.key), guard.token.clone(), guard.deadline);
+        let (key, token, deadline) = (Arc::clone(&guard.key), guard.token, guard.deadline);
         self.shared.spawn(async move {
             crate::lease::delete_everywhere(
                 &nodes,

@@ -333,7 +333,7 @@ impl Lease {
             deadline,
             shared.tasks(),
             |node| {
-                let (key, token) = (Arc::clone(&self.key), self.token.clone());
+                let (key, token) = (Arc::clone(&self.key), self.token);
                 async move {
                     node.call_unbounded(|mut c| async move {
                         let r: i64 = script::EXTEND
@@ -514,7 +514,7 @@ impl Drop for Lease {
         }
         let shared = self.client.shared();
         let nodes = shared.nodes.clone();
-        let (key, token) = (Arc::clone(&self.key), self.token.clone());
+        let (key, token) = (Arc::clone(&self.key), self.token);
         let settings = self.client.settings();
         let (announce, deadline) = (settings.notify, settings.node_timeout);
         shared.spawn(async move {
@@ -559,7 +559,7 @@ pub(crate) async fn delete_everywhere(
     };
     // Every answer is a "yes" here: a release is decided when `required` nodes answered.
     let tally: Tally<i64> = quorum::fan_out(nodes, required, until, deadline, tasks, |node| {
-        let (key, token, announce) = (Arc::clone(key), token.clone(), Arc::clone(&announce));
+        let (key, token, announce) = (Arc::clone(key), *token, Arc::clone(&announce));
         async move {
             let native = node.native_delete(deadline);
             node.call_unbounded(|mut c| async move {
