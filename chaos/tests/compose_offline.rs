@@ -6,7 +6,9 @@
 //! --stack compose/stack.toml` passes kill-minority and partition-minority. `down -v` runs
 //! on every exit path a test can take (a guard's Drop, also while unwinding from a panic).
 //!
-//! The base file publishes fixed ports (8474, 16379..16383, 26379..26383, 55432) and names
+//! The base file publishes fixed ports (8474, 16379..16383, 26379..26383, 15432: all below
+//! Linux's ephemeral range, 32768–60999, from which any test's outgoing connection or
+//! port-0 listener may take a port; 55432 did, once) and names
 //! its containers: one stack per engine. Nextest runs this in the `docker-cluster` group,
 //! one test at a time. A run killed before its guard ran (a nextest timeout) leaves its
 //! stack; the next run removes it (its project name carries the pid, which is gone by then).
@@ -34,10 +36,10 @@ const SERVICES: [&str; 7] = [
 ];
 /// What the base file publishes on 127.0.0.1.
 const FIXED_PORTS: [u16; 12] = [
-    8474, 16379, 16380, 16381, 16382, 16383, 26379, 26380, 26381, 26382, 26383, 55432,
+    8474, 16379, 16380, 16381, 16382, 16383, 26379, 26380, 26381, 26382, 26383, 15432,
 ];
 const API: &str = "http://127.0.0.1:8474";
-const PG_URL: &str = "postgres://chaos:chaos@127.0.0.1:55432/chaos";
+const PG_URL: &str = "postgres://chaos:chaos@127.0.0.1:15432/chaos";
 /// Bound on waiting for every health check (they pass in ~15 s here).
 const HEALTHY_WITHIN: Duration = Duration::from_secs(90);
 /// Bound on one request to a node or the database.
