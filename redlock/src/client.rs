@@ -138,18 +138,12 @@ impl AttemptGuard {
     fn disarm(mut self) {
         self.armed = false;
     }
-}
 
-impl Drop for AttemptGuard {
-    fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
-        let nodes = self.shared.nodes.clone();
+    /// Starts the compare-and-delete of the attempt's key on `nodes` (see
+    /// [`Shared::spawn`]); `false` when no runtime can run it.
+    fn delete_on(&self, nodes: Vec<Arc<Node>>) -> bool {
         let (key, token, deadline) = (Arc::clone(&self.key), self.token, self.deadline);
-        // Our deletes queue behind the attempt's SETs on each connection, so they land
-        // after them whatever state the attempt was in.
-        let spawned = self.shared.spawn(async move {
+        self.shared.spawn(async move {
             crate::lease::delete_everywhere(
                 &nodes,
                 &key,
@@ -159,8 +153,18 @@ impl Drop for AttemptGuard {
                 crate::lease::Wait::All,
             )
             .await;
-        });
-        if !spawned {
+        })
+    }
+}
+
+impl Drop for AttemptGuard {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        // Our deletes queue behind the attempt's SETs on each connection, so they land
+        // after them whatever state the attempt was in.
+        if !self.delete_on(self.shared.nodes.clone()) {
             tracing::warn!(key = %self.key, "acquire cancelled outside a Tokio runtime: its keys expire with the ttl");
         }
     }
@@ -709,18 +713,7 @@ impl Redlock {
         if nodes.is_empty() {
             return;
         }
-        let (key, token, deadline) = (Arc::clone(&guard.key), guard.token, guard.deadline);
-        self.shared.spawn(async move {
-            crate::lease::delete_everywhere(
-                &nodes,
-                &key,
-                &token,
-                false,
-                deadline,
-                crate::lease::Wait::All,
-            )
-            .await;
-        });
+        guard.delete_on(nodes);
     }
 }
 
