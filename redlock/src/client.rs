@@ -560,10 +560,13 @@ impl Redlock {
         let nodes = &self.shared.nodes;
         let required = self.quorum();
         let key: Arc<str> = Arc::from(self.key(resource));
-        let fence_key: Arc<[u8]> = Arc::from(crate::fence::counter_key(&key));
+        // Only a fencing client reads and writes the counter.
+        let fence_key: Option<Arc<[u8]>> = self
+            .settings
+            .fencing
+            .then(|| Arc::from(crate::fence::counter_key(&key)));
         let token = Token::random();
         let ttl_ms = self.settings.ttl_ms();
-        let fencing = self.settings.fencing;
         let deadline = self.settings.node_timeout;
         let tasks = &self.shared.tasks;
         let guard = AttemptGuard {
@@ -577,10 +580,10 @@ impl Redlock {
 
         let votes: Tally<i64> =
             quorum::fan_out(nodes, required, Until::Decided, deadline, tasks, |node| {
-                let (key, fence_key, token) = (Arc::clone(&key), Arc::clone(&fence_key), token);
+                let (key, fence_key, token) = (Arc::clone(&key), fence_key.clone(), token);
                 async move {
                     node.call_unbounded(|mut c| async move {
-                        if fencing {
+                        if let Some(fence_key) = fence_key {
                             let fence: i64 = script::ACQUIRE_FENCED
                                 .call(&[key.as_bytes(), &fence_key])
                                 .arg(token.as_str())
@@ -612,7 +615,7 @@ impl Redlock {
 
         let mut fence = None;
         let mut reports = reports(nodes, &votes);
-        if fencing {
+        if let Some(fence_key) = &fence_key {
             let next = match FenceToken::next_after(votes.yes_values()) {
                 Ok(t) => t,
                 Err(value) => {
@@ -625,7 +628,7 @@ impl Redlock {
             };
             let written: Tally<()> =
                 quorum::fan_out(nodes, required, Until::Decided, deadline, tasks, |node| {
-                    let (key, fence_key, token) = (Arc::clone(&key), Arc::clone(&fence_key), token);
+                    let (key, fence_key, token) = (Arc::clone(&key), Arc::clone(fence_key), token);
                     async move {
                         let reply = node
                             .call_unbounded(|mut c| async move {

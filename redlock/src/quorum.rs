@@ -12,9 +12,9 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
-use futures::stream::{FuturesUnordered, StreamExt};
 use tokio_util::task::TaskTracker;
 
 use crate::error::{LockError, NodeError, NodeFailure, NodeFailureReason};
@@ -23,7 +23,8 @@ use crate::node::Node;
 /// One node's answer: `Ok(Some(v))` yes, `Ok(None)` no (held by another / not ours).
 pub(crate) type Answer<T> = (Result<Option<T>, NodeError>, Duration);
 
-type Pending<T> = Pin<Box<dyn Future<Output = (usize, Answer<T>)> + Send>>;
+/// One node's call in flight.
+type Call<Fut> = Pin<Box<Fut>>;
 
 /// What each node said by the time the decision was made.
 #[derive(Debug)]
@@ -101,6 +102,11 @@ pub(crate) enum Until {
 /// [`NodeError::Timeout`], and its call is dropped. One timer bounds every node's call
 /// (the ops use [`Node::call_unbounded`]); calls still in flight after a decision are
 /// driven to the same deadline in the background.
+///
+/// Each wake-up polls every call still in flight (a handful; a call that has no reply
+/// yet answers "not yet" at the cost of an atomic load), so answers that arrived
+/// together are all counted before deciding: a call that has already answered is not
+/// handed to the background, and often none is.
 pub(crate) async fn fan_out<T, F, Fut>(
     nodes: &[Arc<Node>],
     required: usize,
@@ -115,13 +121,9 @@ where
     Fut: Future<Output = Answer<T>> + Send + 'static,
 {
     let started = tokio::time::Instant::now();
-    let mut pending: FuturesUnordered<Pending<T>> = nodes
+    let mut pending: Vec<Option<Call<Fut>>> = nodes
         .iter()
-        .enumerate()
-        .map(|(i, node)| {
-            let fut = op(Arc::clone(node));
-            Box::pin(async move { (i, fut.await) }) as Pending<T>
-        })
+        .map(|node| Some(Box::pin(op(Arc::clone(node)))))
         .collect();
     let mut tally = Tally {
         answers: (0..nodes.len()).map(|_| None).collect(),
@@ -129,6 +131,7 @@ where
         required,
     };
     let mut no = 0usize;
+    let mut in_flight = pending.len();
     // Saturating: a deadline too far to represent is no deadline.
     let end = started.checked_add(deadline);
     let timer = async {
@@ -138,58 +141,79 @@ where
         }
     };
     let mut timer = std::pin::pin!(timer);
-    loop {
-        let next = tokio::select! {
-            biased;
-            next = pending.next() => next,
-            () = &mut timer => {
-                for (node, slot) in nodes.iter().zip(tally.answers.iter_mut()) {
-                    if slot.is_none() {
-                        let e = NodeError::Timeout(deadline);
-                        crate::metrics::node_error(node.addr(), &e);
-                        *slot = Some((Err(e), started.elapsed()));
-                    }
-                }
-                // Past every node's deadline: nothing left to wait for.
-                return tally;
+    let timed_out = std::future::poll_fn(|cx| {
+        for (i, slot) in pending.iter_mut().enumerate() {
+            let Some(call) = slot else { continue };
+            let Poll::Ready(answer) = call.as_mut().poll(cx) else {
+                continue;
+            };
+            *slot = None;
+            in_flight = in_flight.saturating_sub(1);
+            match &answer.0 {
+                Ok(Some(_)) => tally.yes = tally.yes.saturating_add(1),
+                _ => no = no.saturating_add(1),
             }
-        };
-        let Some((i, answer)) = next else { break };
-        match &answer.0 {
-            Ok(Some(_)) => tally.yes = tally.yes.saturating_add(1),
-            _ => no = no.saturating_add(1),
-        }
-        if let Some(slot) = tally.answers.get_mut(i) {
-            *slot = Some(answer);
+            if let Some(answer_slot) = tally.answers.get_mut(i) {
+                *answer_slot = Some(answer);
+            }
         }
         let decided = tally.yes >= required
             || !crate::validity::quorum_still_possible_with(nodes.len(), required, no);
-        if until == Until::Decided && decided {
-            break;
+        if in_flight == 0 || (until == Until::Decided && decided) {
+            return Poll::Ready(false);
         }
+        match timer.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(true),
+            Poll::Pending => Poll::Pending,
+        }
+    })
+    .await;
+    if timed_out {
+        for (node, slot) in nodes.iter().zip(tally.answers.iter_mut()) {
+            if slot.is_none() {
+                let e = NodeError::Timeout(deadline);
+                crate::metrics::node_error(node.addr(), &e);
+                *slot = Some((Err(e), started.elapsed()));
+            }
+        }
+        // Past every node's deadline: nothing left to wait for.
+        return tally;
     }
-    if !pending.is_empty() {
+    if in_flight > 0 {
         // Keep polling the rest so every command is sent and its reply consumed, up to
         // the same deadline.
-        let mut left: Vec<Option<Arc<Node>>> = nodes
+        let mut left: Vec<(Arc<Node>, Option<Call<Fut>>)> = nodes
             .iter()
-            .zip(&tally.answers)
-            .map(|(node, answer)| answer.is_none().then(|| Arc::clone(node)))
+            .zip(pending)
+            .filter(|(_, call)| call.is_some())
+            .map(|(node, call)| (Arc::clone(node), call))
             .collect();
         tasks.spawn(async move {
-            let rest = async {
-                while let Some((i, _)) = pending.next().await {
-                    if let Some(slot) = left.get_mut(i) {
-                        *slot = None;
+            let rest = std::future::poll_fn(|cx| {
+                let mut waiting = false;
+                for (_, slot) in &mut left {
+                    if let Some(call) = slot {
+                        if call.as_mut().poll(cx).is_ready() {
+                            *slot = None;
+                        } else {
+                            waiting = true;
+                        }
                     }
                 }
-            };
+                if waiting {
+                    Poll::Pending
+                } else {
+                    Poll::Ready(())
+                }
+            });
             let Some(end) = end else {
                 return rest.await;
             };
             if tokio::time::timeout_at(end, rest).await.is_err() {
-                for node in left.iter().flatten() {
-                    crate::metrics::node_error(node.addr(), &NodeError::Timeout(deadline));
+                for (node, call) in &left {
+                    if call.is_some() {
+                        crate::metrics::node_error(node.addr(), &NodeError::Timeout(deadline));
+                    }
                 }
             }
         });
