@@ -27,6 +27,7 @@ async fn a_majority_frozen_for_many_acquire_waits_is_ridden_out() {
         // Ten waits fit in the freeze below: far more than the old limit of five retries.
         acquire_wait: Duration::from_millis(100),
         run_timeout: Duration::from_secs(60),
+        node_timeout: None,
         done: None,
     };
     let run = tokio::spawn(run_counter(cfg));

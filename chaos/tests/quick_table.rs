@@ -27,6 +27,7 @@ async fn quick_table_shape() {
         seed: 20_261_104,
         jobs: 6,
         run_timeout: Duration::from_secs(240),
+        node_timeout: None,
         done: None,
     };
     let result = table::run_table(cfg, Arc::new(|_, _, _, _, _, _, _| {}))

@@ -400,6 +400,7 @@ pub async fn fencing_table_end_to_end(urls: &[String], plan: &Plan) -> Row {
         nodes: urls.to_vec(),
         flavour: crate::cluster::Flavour::Valkey,
         appendfsync: AppendFsync::Everysec,
+        node_timeout: None,
     };
     let started = Instant::now();
     let outcome = fencing_table::run(args).await;

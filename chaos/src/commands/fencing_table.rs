@@ -76,6 +76,10 @@ pub struct FencingTableArgs {
     /// in the servers' virtio disk kicks).
     #[arg(long, value_enum, default_value_t = AppendFsync::Everysec)]
     pub appendfsync: AppendFsync,
+    /// The lock's per-node deadline (e.g. `5ms`); default: the library's, from the TTL
+    /// (`ttl/10` = 20 ms for the presets' 200 ms).
+    #[arg(long, value_parser = super::parse_duration)]
+    pub node_timeout: Option<Duration>,
 }
 
 /// What `chaos fencing-table` produced.
@@ -143,7 +147,7 @@ pub async fn run(args: FencingTableArgs) -> Result<Outcome, String> {
         args.nodes.clone()
     };
     eprintln!(
-        "fencing-table: seed {seed}, {} rates × {} modes × {} runs, {sections} sections, {} workers, preset {}, {} jobs, appendfsync {}",
+        "fencing-table: seed {seed}, {} rates × {} modes × {} runs, {sections} sections, {} workers, preset {}, {} jobs, appendfsync {}, node deadline {}",
         args.rates.len(),
         args.modes.len(),
         args.runs,
@@ -154,7 +158,11 @@ pub async fn run(args: FencingTableArgs) -> Result<Outcome, String> {
             args.appendfsync.as_str()
         } else {
             "as configured"
-        }
+        },
+        args.node_timeout.map_or_else(
+            || "default (ttl/10)".to_owned(),
+            |t| humantime::format_duration(t).to_string()
+        )
     );
     let cfg = TableConfig {
         nodes,
@@ -168,6 +176,7 @@ pub async fn run(args: FencingTableArgs) -> Result<Outcome, String> {
         seed,
         jobs: args.jobs,
         run_timeout: args.run_timeout,
+        node_timeout: args.node_timeout,
         done: None,
     };
     let runs = (cfg.rates.len() * cfg.modes.len()) as u64 * u64::from(cfg.runs);

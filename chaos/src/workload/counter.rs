@@ -55,6 +55,8 @@ pub struct CounterConfig {
     pub acquire_wait: Duration,
     /// The whole run must finish within this.
     pub run_timeout: Duration,
+    /// The lock's per-node deadline; `None`: the library's default for the TTL.
+    pub node_timeout: Option<Duration>,
     /// Where completed sections are counted as they complete (progress of a long table).
     pub done: Option<Arc<AtomicU64>>,
 }
@@ -173,12 +175,15 @@ struct WorkerStats {
 /// [`RunError`] when settings are invalid or the lock, database or time budget fail.
 pub async fn run_counter(cfg: CounterConfig) -> Result<RunOutcome, RunError> {
     validate(&cfg)?;
-    let lock = Redlock::builder(&cfg.nodes)
+    let mut builder = Redlock::builder(&cfg.nodes)
         .ttl(cfg.timing.ttl)
         // Own channel for release notifications: concurrent runs do not wake each other.
         .key_prefix(format!("{}:", cfg.resource))
-        .fencing(true)
-        .build()?;
+        .fencing(true);
+    if let Some(t) = cfg.node_timeout {
+        builder = builder.node_timeout(t);
+    }
+    let lock = builder.build()?;
     let table = CounterTable::default();
     let admin = pg::connect(&cfg.pg_dsn).await?;
     table
@@ -401,6 +406,32 @@ fn section_err(worker: usize) -> impl Fn(SectionError) -> RunError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn the_node_timeout_given_reaches_the_lock() {
+        // Longer than the TTL: the lock's builder refuses it before anything connects.
+        let cfg = CounterConfig {
+            nodes: vec!["redis://127.0.0.1:1".into()],
+            pg_dsn: "host=127.0.0.1 port=1".into(),
+            mode: Mode::ClaimFirst,
+            workers: 1,
+            sections: 1,
+            stall_rate: 0.0,
+            timing: crate::workload::Preset::Default.timing(),
+            stall: Stall::Sleep,
+            seed: 1,
+            row: 1,
+            resource: "node-timeout".into(),
+            acquire_wait: Duration::from_millis(10),
+            run_timeout: Duration::from_secs(1),
+            node_timeout: Some(Duration::from_secs(1)),
+            done: None,
+        };
+        let err = run_counter(cfg)
+            .await
+            .expect_err("a node timeout above the TTL");
+        assert!(matches!(err, RunError::Config(_)), "{err}");
+    }
 
     #[test]
     fn worker_seeds_differ() {

@@ -45,6 +45,8 @@ pub struct TableConfig {
     pub jobs: usize,
     /// Budget of each run.
     pub run_timeout: Duration,
+    /// The lock's per-node deadline; `None`: the library's default for the TTL.
+    pub node_timeout: Option<Duration>,
     /// Completed sections of all runs, counted as they complete.
     pub done: Option<Arc<std::sync::atomic::AtomicU64>>,
 }
@@ -137,6 +139,7 @@ pub async fn run_table(cfg: TableConfig, progress: Arc<Progress>) -> Result<Tabl
                     resource: format!("fencing-table:{}:{index}", cfg.seed),
                     acquire_wait: Duration::from_secs(10),
                     run_timeout: cfg.run_timeout,
+                    node_timeout: cfg.node_timeout,
                     done: cfg.done.clone(),
                 };
                 let limit = Arc::clone(&limit);
