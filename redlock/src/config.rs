@@ -29,9 +29,10 @@ pub const DEFAULT_DRIFT_FACTOR: f64 = 0.01;
 /// --sections 1000 --jobs 45 --node-timeout T`: 360 workers contending for 45 locks on a
 /// 2-core machine that also runs the five servers and PostgreSQL): for T from 2 to 40 ms
 /// the wall time (39–45 s) and the client's CPU per section (597–752 µs) did not move
-/// beyond run-to-run noise (one of two runs at 2 ms took 63 s; its repeat, 40.5 s), and no
-/// waiting acquire failed — false "no answer"s were too rare to cost much even at 2 ms. So the choice rests on the other side: `ttl / 10`
-/// lets a frozen node take at most a tenth of the validity from an attempt.
+/// beyond run-to-run noise (one of two runs at 2 ms took 63 s and 1,082 µs; its repeat
+/// 40.5 s and 599 µs), and no waiting acquire failed — false "no answer"s were too rare
+/// to cost much even at 2 ms. So the choice rests on the other side: `ttl / 10` lets a
+/// frozen node take at most a tenth of the validity from an attempt.
 pub const DEFAULT_NODE_TIMEOUT_DIVISOR: u32 = 10;
 /// Upper bound of a derived per-node deadline: a node that slow is better counted as down.
 pub const MAX_DERIVED_NODE_TIMEOUT: Duration = Duration::from_millis(500);
