@@ -351,6 +351,8 @@ async fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter)),
         )
         .with_writer(std::io::stderr)
+        // Colour codes only where a terminal shows them, not in CI logs or files.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let result: Result<(), Box<dyn std::error::Error>> = match cli.command {
         Command::Toxiproxy(args) => match args.api_addr() {

@@ -121,7 +121,16 @@ fn repeat_and_case_selection() {
         .expect("run chaos bench");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "chaos bench failed: {stderr}");
-    assert!(stderr.contains("round 2/2"), "no progress line: {stderr}");
+    assert!(
+        stderr.contains("bench: round 2/2: hand-off"),
+        "no progress line: {stderr}"
+    );
+    // Not a terminal: plain text, no colour codes in the log lines.
+    assert!(stderr.contains("INFO"), "no log line: {stderr}");
+    assert!(
+        !stderr.contains('\u{1b}'),
+        "colour codes off a terminal: {stderr}"
+    );
     let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).expect("read json"))
         .expect("valid JSON");
     assert_eq!(report["machine"]["repeat"], 2);
