@@ -155,17 +155,33 @@ pub enum WorkerEvent {
     },
 }
 
-/// Work that ends in the last [`TO_VALIDITY_MARGIN`] of the TTL before `valid_until`,
-/// uniformly: the write comes when a correct lock's keys are still there, and after a lock
-/// that overstated its validity has lost them.
+/// Work that ends between [`WRITE_ALLOWANCE`] and [`TO_VALIDITY_MARGIN`] of the TTL before
+/// `valid_until`, uniformly: the write comes — and, taking less than the allowance,
+/// completes — while a correct lock's keys are still there, and after a lock that
+/// overstated its validity by more than the margin has lost them.
+///
+/// The allowance is the write's own time (a check and a PostgreSQL round trip). Without
+/// it, margins near zero had a correct lock's writes complete after its validity: a CI run
+/// on 2026-12-01 (Docker, loaded machine, latency scenario, TTL 200 ms) saw 15 such stale
+/// writes in 105 sections of `none` and one lost update in `checked`, failing the lock for
+/// the harness's own timing. Overstatements the margin is there to catch (elapsed time of
+/// slow acquires not subtracted: 100–800 ms here) are far larger than the allowance.
 pub fn work_to_validity(valid_until: Instant, ttl: Duration, rng: &mut StdRng) -> Duration {
     let left = valid_until.saturating_duration_since(Instant::now());
-    let margin = ttl.mul_f64(TO_VALIDITY_MARGIN.clamp(0.0, 1.0) * rng.random::<f64>());
+    let (lo, hi) = (
+        WRITE_ALLOWANCE.clamp(0.0, 1.0),
+        TO_VALIDITY_MARGIN.clamp(0.0, 1.0),
+    );
+    let margin = ttl.mul_f64(lo + (hi - lo).max(0.0) * rng.random::<f64>());
     left.saturating_sub(margin)
 }
 
-/// See [`work_to_validity`].
+/// See [`work_to_validity`]: the largest share of the TTL left after the work.
 pub const TO_VALIDITY_MARGIN: f64 = 0.1;
+
+/// See [`work_to_validity`]: the smallest share of the TTL left after the work, for the
+/// write itself (10 ms of a 200 ms TTL).
+pub const WRITE_ALLOWANCE: f64 = 0.05;
 
 fn us(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
@@ -333,5 +349,28 @@ impl Held<'_> {
         outcome
             .map(drop)
             .map_err(|e| format!("section on row {}: {e}", section.row))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn work_to_validity_leaves_the_write_its_allowance_and_no_more_than_the_margin() {
+        let ttl = Duration::from_millis(200);
+        let mut rng = StdRng::seed_from_u64(7);
+        for _ in 0..1_000 {
+            let valid_until = Instant::now() + Duration::from_millis(150);
+            let work = work_to_validity(valid_until, ttl, &mut rng);
+            let left = valid_until.saturating_duration_since(Instant::now() + work);
+            // The function read the clock a moment before this test did.
+            let slack = Duration::from_millis(1);
+            assert!(left + slack >= ttl.mul_f64(WRITE_ALLOWANCE), "{left:?}");
+            assert!(
+                left <= ttl.mul_f64(TO_VALIDITY_MARGIN) + Duration::from_millis(5),
+                "{left:?}"
+            );
+        }
     }
 }
