@@ -143,11 +143,9 @@ where
     let mut timer = std::pin::pin!(timer);
     let timed_out = std::future::poll_fn(|cx| {
         for (i, slot) in pending.iter_mut().enumerate() {
-            let Some(call) = slot else { continue };
-            let Poll::Ready(answer) = call.as_mut().poll(cx) else {
+            let Some(answer) = poll_slot(slot, cx) else {
                 continue;
             };
-            *slot = None;
             in_flight = in_flight.saturating_sub(1);
             match &answer.0 {
                 Ok(Some(_)) => tally.yes = tally.yes.saturating_add(1),
@@ -190,17 +188,10 @@ where
             .collect();
         tasks.spawn(async move {
             let rest = std::future::poll_fn(|cx| {
-                let mut waiting = false;
                 for (_, slot) in &mut left {
-                    if let Some(call) = slot {
-                        if call.as_mut().poll(cx).is_ready() {
-                            *slot = None;
-                        } else {
-                            waiting = true;
-                        }
-                    }
+                    let _ = poll_slot(slot, cx);
                 }
-                if waiting {
+                if left.iter().any(|(_, slot)| slot.is_some()) {
                     Poll::Pending
                 } else {
                     Poll::Ready(())
@@ -219,4 +210,17 @@ where
         });
     }
     tally
+}
+
+/// Polls the call in `slot`, if any; its answer once it has one (the slot is then empty).
+fn poll_slot<Fut: Future>(
+    slot: &mut Option<Call<Fut>>,
+    cx: &mut std::task::Context<'_>,
+) -> Option<Fut::Output> {
+    let answer = match slot.as_mut()?.as_mut().poll(cx) {
+        Poll::Ready(answer) => answer,
+        Poll::Pending => return None,
+    };
+    *slot = None;
+    Some(answer)
 }

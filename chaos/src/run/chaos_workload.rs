@@ -168,11 +168,7 @@ pub enum WorkerEvent {
 /// slow acquires not subtracted: 100–800 ms here) are far larger than the allowance.
 pub fn work_to_validity(valid_until: Instant, ttl: Duration, rng: &mut StdRng) -> Duration {
     let left = valid_until.saturating_duration_since(Instant::now());
-    let (lo, hi) = (
-        WRITE_ALLOWANCE.clamp(0.0, 1.0),
-        TO_VALIDITY_MARGIN.clamp(0.0, 1.0),
-    );
-    let margin = ttl.mul_f64(lo + (hi - lo).max(0.0) * rng.random::<f64>());
+    let margin = ttl.mul_f64(rng.random_range(WRITE_ALLOWANCE..=TO_VALIDITY_MARGIN));
     left.saturating_sub(margin)
 }
 
