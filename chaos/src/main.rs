@@ -200,7 +200,11 @@ fn scenarios(args: ScenariosArgs) -> Result<(), Box<dyn std::error::Error>> {
         let work = match s.work {
             Work::Run => "sections: --work (5 ms)".to_owned(),
             Work::Fixed(d) => format!("sections: {} ms of work", d.as_millis()),
-            Work::ToValidity => "sections: work to the end of the reported validity".into(),
+            Work::ToValidity => format!(
+                "sections: work until {:.0}-{:.0} % of the TTL before the reported validity ends",
+                redlock_chaos::run::chaos_workload::WRITE_ALLOWANCE * 100.0,
+                redlock_chaos::run::chaos_workload::TO_VALIDITY_MARGIN * 100.0
+            ),
         };
         println!(
             "{:<20} {}  [{work}] [expect: {}]",

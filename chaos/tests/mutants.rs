@@ -73,8 +73,8 @@ async fn unchecked_release_is_caught() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn full_validity_is_caught() {
-    // Sections work to the end of the reported validity; slow nodes make acquires slow, so
-    // the overstated validity outlasts the keys.
+    // Sections work until shortly before the reported validity ends; slow nodes make
+    // acquires slow, so the overstated validity outlasts the keys.
     let r = run(LockKind::Plain(Mutation::FullValidity), "latency", 12, 13).await;
     assert_caught(&r, "validity not reduced by elapsed time and drift", |m| {
         m.exclusion_violations > 0

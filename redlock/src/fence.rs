@@ -31,6 +31,16 @@
 //! token already there. So returned tokens are unique and grow in the order grants
 //! return, as long as the counters on `m` are not forgotten.
 //!
+//! # Why two rounds
+//! A fenced acquire could skip round two: increment the counter in round one's script and,
+//! when a quorum of the yes votes return the same largest value, hand that value out. It
+//! would cost an unfenced acquire's one round trip instead of two, and without faults the
+//! model finds no counterexample to it. But the first argument is then the only one, and it needs
+//! the shared node to have run the earlier grant's `SET NX` first: one clock jump lets a
+//! grant whose quorum was won after another returned carry a **smaller** token. The model
+//! finds that trace (`n3_one_round_fence_lets_a_clock_jump_shrink_a_token`,
+//! `docs/model.md`, "Why the fence takes two rounds"), so the crate keeps the second round.
+//!
 //! # What breaks it
 //! - **Amnesia.** A node that restarts without its data (no AOF, `FLUSHALL`) forgets its
 //!   counter. If that node is `n` above, B may read a stale maximum; if it is also `m`,

@@ -97,7 +97,8 @@ pub fn builtins() -> Vec<Scenario> {
             recipe(&[PARTITION], Minority, regular()),
         ),
         Scenario {
-            // Sections work to the end of their validity: slow acquires must shorten it.
+            // Sections work until shortly before their validity ends: slow acquires must
+            // shorten them.
             work: Work::ToValidity,
             ..scenario(
                 "latency",

@@ -1,7 +1,7 @@
 //! A client, step by step as `client.rs` (acquire), `quorum.rs` (fan-out with early
 //! decision), `lease.rs` (extend, release) and the chaos run's critical section do it.
 
-use super::config::{Config, Mode};
+use super::config::{Config, Fence, Mode};
 use super::state::{Phase, Reply, Request, Round, RoundKind, State, Step, Vote};
 
 impl Round {
@@ -159,15 +159,23 @@ pub(crate) fn decide(cfg: &Config, state: &mut State, client: usize) {
                 return clean_up(state, client, attempt, &round.votes);
             }
             // `FenceToken::next_after` over the yes votes counted before the decision.
-            let max = round
-                .votes
-                .iter()
-                .filter_map(|v| match v {
+            let read = || {
+                round.votes.iter().filter_map(|v| match v {
                     Vote::Yes(f) => Some(*f),
                     _ => None,
                 })
-                .max()
-                .unwrap_or(0);
+            };
+            let max = read().max().unwrap_or(0);
+            if cfg.fence == Fence::OneRound && read().filter(|f| *f == max).count() >= cfg.quorum()
+            {
+                // A quorum's counters are at `max` already: no round two.
+                let floor = state.ghost.max_granted;
+                state.ghost.max_chosen = state.ghost.max_chosen.max(max);
+                return match valid_until(cfg, started, now) {
+                    Some(until) => grant(state, client, attempt, max, floor, until),
+                    None => clean_up(state, client, attempt, &round.votes),
+                };
+            }
             let fence = max + 1;
             state.ghost.max_chosen = state.ghost.max_chosen.max(fence);
             state.clients[client].phase = Phase::Fencing {
@@ -194,23 +202,7 @@ pub(crate) fn decide(cfg: &Config, state: &mut State, client: usize) {
             let until = valid_until(cfg, started, now);
             match (round.decision(cfg, now), until) {
                 (Some(true), Some(valid_until)) => {
-                    let g = &mut state.ghost;
-                    if g.grants > 0 && fence <= floor {
-                        g.fence_regressed = true;
-                    }
-                    if g.grants > 0 && fence <= g.max_granted {
-                        g.return_order_broken = true;
-                    }
-                    g.max_granted = g.max_granted.max(fence);
-                    g.grants += 1;
-                    state.clients[client].phase = Phase::Holding {
-                        attempt,
-                        fence,
-                        valid_until,
-                        step: Step::Start,
-                        extending: None,
-                        extended: false,
-                    };
+                    grant(state, client, attempt, fence, floor, valid_until);
                 }
                 // Quorum lost in round two, or no validity left: clean up by round one.
                 _ => clean_up(state, client, attempt, &first),
@@ -241,6 +233,28 @@ pub(crate) fn decide(cfg: &Config, state: &mut State, client: usize) {
         }
         Phase::Holding { .. } | Phase::Idle => {}
     }
+}
+
+/// The lease is returned with `fence`; `floor` is the largest token returned before its
+/// quorum was won.
+fn grant(state: &mut State, client: usize, attempt: u8, fence: u8, floor: u8, valid_until: u8) {
+    let g = &mut state.ghost;
+    if g.grants > 0 && fence <= floor {
+        g.fence_regressed = true;
+    }
+    if g.grants > 0 && fence <= g.max_granted {
+        g.return_order_broken = true;
+    }
+    g.max_granted = g.max_granted.max(fence);
+    g.grants += 1;
+    state.clients[client].phase = Phase::Holding {
+        attempt,
+        fence,
+        valid_until,
+        step: Step::Start,
+        extending: None,
+        extended: false,
+    };
 }
 
 /// `cleanup()`: delete our key wherever it may be — every node but those that refused.

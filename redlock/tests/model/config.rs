@@ -20,6 +20,21 @@ pub(crate) enum Amnesia {
     AsDocsAllow,
 }
 
+/// How a token is made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Fence {
+    /// As implemented (`fenced_redlock::fence`): round one reads the counters, the token
+    /// is the largest read + 1, round two writes it and counts a node only if its counter
+    /// was below the token.
+    TwoRounds,
+    /// A design we did not ship, checked to show why: round one *increments* the counter
+    /// where `SET NX` succeeded and returns the new value; when a quorum of the yes votes
+    /// carry the largest value, that value is the token and there is no round two (one
+    /// round trip instead of two). Otherwise round two as above, with the largest value
+    /// + 1.
+    OneRound,
+}
+
 /// The faults one check lets loose. Each is a nondeterministic action of the model, so
 /// the checker tries it at every point of every interleaving, up to its budget.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,11 +95,13 @@ pub(crate) struct Config {
     pub(crate) mode: Mode,
     /// What may go wrong.
     pub(crate) faults: Faults,
+    /// How a token is made.
+    pub(crate) fence: Fence,
 }
 
 impl Config {
     /// `nodes` primaries, two clients with one attempt each, TTL 4, drift 1, deadline 1,
-    /// one tick of work, eight ticks of time, claim-first, no faults.
+    /// one tick of work, eight ticks of time, claim-first, no faults, two-round tokens.
     pub(crate) fn new(nodes: usize) -> Config {
         Config {
             nodes,
@@ -98,6 +115,7 @@ impl Config {
             max_time: 8,
             mode: Mode::ClaimFirst,
             faults: Faults::NONE,
+            fence: Fence::TwoRounds,
         }
     }
 
@@ -109,6 +127,12 @@ impl Config {
     /// The same model with another write rule.
     pub(crate) fn mode(mut self, mode: Mode) -> Config {
         self.mode = mode;
+        self
+    }
+
+    /// The same model with tokens made another way.
+    pub(crate) fn fence(mut self, fence: Fence) -> Config {
+        self.fence = fence;
         self
     }
 

@@ -1,6 +1,7 @@
 //! A node running the Lua scripts of `script.rs`, each one atomic step on the node's own
 //! clock.
 
+use super::config::{Config, Fence};
 use super::state::{Key, Node, Owner, Reply, Request};
 
 impl Node {
@@ -22,17 +23,18 @@ impl Node {
     }
 
     /// Runs one request from `client` at real time `now`; returns the answer, if any.
-    /// Keys live `lifetime` ticks of real time: the TTL less the drift allowance, as if
-    /// the node's clock ran fast by all of it (the worst case the validity allows for:
-    /// a key present for less time can only let others in sooner).
+    /// Keys live the TTL less the drift allowance in ticks of real time, as if the node's
+    /// clock ran fast by all of it (the worst case the validity allows for: a key present
+    /// for less time can only let others in sooner).
     pub(crate) fn run(
         &mut self,
+        cfg: &Config,
         client: u8,
         request: Request,
         now: u8,
-        lifetime: u8,
     ) -> Option<Reply> {
         self.expire(now);
+        let lifetime = cfg.ttl.saturating_sub(cfg.drift);
         let expires = self.clock(now).saturating_add(lifetime);
         match request {
             Request::Acquire { attempt } => {
@@ -41,6 +43,10 @@ impl Node {
                         owner: Owner { client, attempt },
                         expires,
                     });
+                    if cfg.fence == Fence::OneRound {
+                        // INCR in the same atomic step.
+                        self.fence = self.fence.saturating_add(1);
+                    }
                     Some(self.fence)
                 } else {
                     None

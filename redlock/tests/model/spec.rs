@@ -256,8 +256,7 @@ impl Model for LockModel {
                 let request = s.links[client][node].to_node.remove(index);
                 let now = s.now;
                 let id = u8::try_from(client).ok()?;
-                let lifetime = cfg.ttl - cfg.drift;
-                let reply = s.nodes[node].run(id, request, now, lifetime);
+                let reply = s.nodes[node].run(cfg, id, request, now);
                 if let (true, Some(reply)) = (answered, reply) {
                     client::receive(cfg, &mut s, client, node, reply);
                 }

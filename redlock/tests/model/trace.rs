@@ -5,7 +5,7 @@ use std::fmt::Write;
 use stateright::{Model, Path};
 
 use super::client;
-use super::config::Mode;
+use super::config::{Config, Fence, Mode};
 use super::spec::{Action, LockModel};
 use super::state::{Phase, Reply, Request, State, Step};
 
@@ -29,6 +29,15 @@ fn decision(before: &Phase, after: &Phase, client: usize, now: u8) -> String {
     match (before, after) {
         (Phase::Acquiring { attempt, .. }, Phase::Fencing { fence, .. }) => format!(
             " → quorum of SET NX: {} takes token {fence} (max counter read + 1) and sends FENCE_WRITE {fence} to every node",
+            owner(client, *attempt)
+        ),
+        (
+            Phase::Acquiring { attempt, .. },
+            Phase::Holding {
+                fence, valid_until, ..
+            },
+        ) => format!(
+            " → a quorum is at counter {fence}: LEASE GRANTED to {} with token {fence} in one round, valid until t={valid_until}",
             owner(client, *attempt)
         ),
         (
@@ -77,9 +86,12 @@ fn request(client: usize, r: &Request) -> String {
     }
 }
 
-fn reply(r: &Reply) -> String {
+fn reply(cfg: &Config, r: &Reply) -> String {
     match r {
-        Reply::Acquire { fence: Some(f), .. } => format!("granted, counter read {f}"),
+        Reply::Acquire { fence: Some(f), .. } => match cfg.fence {
+            Fence::TwoRounds => format!("granted, counter read {f}"),
+            Fence::OneRound => format!("granted, counter incremented to {f}"),
+        },
         Reply::Acquire { fence: None, .. } => "refused (held)".into(),
         Reply::FenceWrite { held, .. } => {
             format!("counter raised (was lower), key still ours: {held}")
@@ -161,9 +173,8 @@ fn event(model: &LockModel, before: &State, action: Action, after: &State) -> St
             // Run it again on a copy of the node to learn the answer it gave.
             let mut copy = before.nodes[node];
             let id = u8::try_from(client).unwrap_or(u8::MAX);
-            let lifetime = model.cfg.ttl - model.cfg.drift;
-            let outcome = match copy.run(id, *r, before.now, lifetime) {
-                Some(answer) => reply(&answer),
+            let outcome = match copy.run(&model.cfg, id, *r, before.now) {
+                Some(answer) => reply(&model.cfg, &answer),
                 None => format!("key now held by {}", holder(after, node)),
             };
             format!(
