@@ -1,6 +1,6 @@
 //! The chaos rig for `fenced-redlock` (work in progress).
 //!
-//! - [`bench`]: `chaos bench`, our client beside the Rust peers, as ratios.
+//! - [`bench`](mod@bench): `chaos bench`, our client beside the Rust peers, as ratios.
 //! - [`cluster`]: N Redis/Valkey primaries (docker or local processes) and the faults run on them.
 //! - [`proxy`]: Toxiproxy-compatible proxy server and async client.
 //! - [`nemesis`]: faults as data, seeded schedules, applied and always healed.

@@ -3,8 +3,8 @@
 //! | adapter | what it is | how it waits |
 //! |---|---|---|
 //! | [`Ours`] | `fenced-redlock`, fencing off or on | release notifications (PUBLISH) + jittered 50 ms poll |
-//! | [`Rslock`] | `rslock` 0.10: parallel `join_all`, waits for **every** node | 3 tries, sleep U(0, 200 ms), forever |
-//! | [`Sequential`] | `redlock` 2.0: one node after the other, a new TCP connection per command, blocking | 3 tries, sleep U(0, 200 ms) |
+//! | `Rslock` (feature `peers`) | `rslock` 0.10: parallel `join_all`, waits for **every** node | 3 tries, sleep U(0, 200 ms), forever |
+//! | `Sequential` (feature `peers`) | `redlock` 2.0: one node after the other, a new TCP connection per command, blocking | 3 tries, sleep U(0, 200 ms) |
 //! | [`Floor`] | one node, `SET NX PX` + Lua compare-and-delete, same `redis` 1.x stack | — (not in the waiting cases) |
 //!
 //! Blocking calls run on `spawn_blocking`. They cannot be cancelled: a caller that times

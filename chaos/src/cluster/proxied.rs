@@ -7,8 +7,8 @@
 //! - local + [`ProxyPlan::Chaos`]: an in-process [`ProxyServer`] on `127.0.0.1:0`, proxies
 //!   listening on `127.0.0.1:0` (the real ports are read back from the API).
 //! - docker + [`ProxyPlan::Chaos`]: a `chaos toxiproxy` container on the run's network, built by
-//!   [`super::DockerCluster`]; this module only configures it ([`ProxyLayer::configure`]).
-//! - any backend + [`ProxyPlan::External`]: someone else's Toxiproxy ([`ProxyLayer::external`]).
+//!   [`super::DockerCluster`]; this module only configures it (`ProxyLayer::configure`).
+//! - any backend + [`ProxyPlan::External`]: someone else's Toxiproxy (`ProxyLayer::external`).
 //!
 //! Proxy upstreams never change after set-up: on docker they are container names (resolved
 //! for every new connection, so a node replaced by `restart(Wipe)` is found again), on local

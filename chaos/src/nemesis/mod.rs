@@ -6,7 +6,7 @@
 //! - [`target`]: seeded choice of one node, a minority or a majority.
 //! - [`schedule`]: [`Schedule`], a list of [`ScheduledFault`]s on a timeline, and the seeded
 //!   window generator recipes build them from.
-//! - [`apply`]: apply/heal one fault on one target against a [`Cluster`] and its proxy;
+//! - [`apply`](mod@apply): apply/heal one fault on one target against a [`Cluster`] and its proxy;
 //!   [`WorkerControl`], how client-side faults reach the workload.
 //! - [`runner`]: [`Nemesis`], which plays a schedule on a tokio timeline, records when each
 //!   fault was really applied and healed, and heals whatever is active on every exit path.

@@ -3,8 +3,8 @@
 //!
 //! Layout: the run's identity and an index of scenarios, then per scenario its header
 //! (verdict colour-coded, with reasons), the timeline, acquire latency, the counter against
-//! the expected count, and the summary table. Charts come from [`super::timeline`],
-//! [`super::latency`] and [`super::counter`].
+//! the expected count, and the summary table. Charts come from `timeline`,
+//! `latency` and `counter` (private modules beside this one).
 
 use std::fmt::Write as _;
 

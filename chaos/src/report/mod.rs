@@ -6,7 +6,7 @@
 //! - [`observer`]: the [`RunObserver`] events the runner sends while it runs.
 //! - [`progress`]: observers for people (indicatif bars) and CI logs (plain lines).
 //! - [`meter`]: the same for long commands counted in units (`chaos fencing-table`).
-//! - [`write`]: the report directory — [`write_all`], [`load`], [`rerender`].
+//! - [`write`](mod@write): the report directory — [`write_all`], [`load`], [`rerender`].
 //! - [`html`]: `report.html`, one self-contained page ([`render_html`]); its charts are
 //!   `timeline`, `latency` and `counter`, drawn with the `svg` writer on the shared `axis`,
 //!   thinned by `downsample`, coloured by `palette`; all text through `escape`.

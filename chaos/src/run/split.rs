@@ -55,7 +55,7 @@ pub fn wiped_node(nodes: usize) -> NodeId {
 }
 
 /// Restarts [`wiped_node`] empty whenever a victim grant arrives on `grants` (at most one
-/// restart at a time, then [`COOLDOWN`]), until `stop` or `until`. Returns the restarts as
+/// restart at a time, then `COOLDOWN`), until `stop` or `until`. Returns the restarts as
 /// fault windows and the errors met. The node is started again on every exit path.
 pub async fn wipe_on_victim_grants(
     cluster: Arc<AnyCluster>,

@@ -9,7 +9,7 @@
 //! - [`generate`]: the one generator that turns either into a [`Schedule`].
 //! - [`recipes`]: the built-in scenarios, expressed in that model.
 //! - [`validate`]: rules beyond the types ([`SpecError`]), and whether a scenario fits a run.
-//! - [`file`]: scenario files (`chaos run --scenario-file x.toml`), with errors that name
+//! - [`file`](mod@file): scenario files (`chaos run --scenario-file x.toml`), with errors that name
 //!   the file, line and field.
 //!
 //! A scenario says which faults happen when, and how the workload is shaped so they can
