@@ -217,8 +217,9 @@ impl Redlock {
     /// [`LockError::QuorumNotReached`]) exactly as a URL's would.
     ///
     /// Each client is used as a recipe for connections, not as a connection: the client
-    /// makes its connections lazily, one multiplexed connection per node, and makes a new
-    /// one when it breaks.
+    /// makes its connections lazily, one per node (a lean pipelined connection of this
+    /// crate for `redis://` over TCP with RESP2; the `redis` crate's multiplexed connection
+    /// for TLS, Unix sockets and RESP3), and makes a new one when it breaks.
     ///
     /// # What is not supported, and why
     /// Connections you already made (a `MultiplexedConnection` or `ConnectionManager`)

@@ -598,7 +598,7 @@ fn report_of(nodes: &[Arc<Node>], tally: Tally<i64>) -> ReleaseReport {
 /// 1 released, 0 gone, −1 not ours (the native commands cannot tell gone from not ours
 /// and report 0 for both).
 async fn delete_one(
-    c: &mut redis::aio::MultiplexedConnection,
+    c: &mut crate::conn::Conn,
     native: NativeDelete,
     key: &str,
     token: &Token,

@@ -123,7 +123,8 @@
 //! - `notify`: release notifications for waiters.
 //! - `script`: the Lua scripts, and why they go as `EVAL`. `node`: one primary, its
 //!   connection and calls with a deadline (made from a URL or from your `redis::Client`,
-//!   see [`Redlock::builder_from_clients`]). `token`: owner tokens.
+//!   see [`Redlock::builder_from_clients`]). `conn`: the connection itself — our own lean
+//!   pipelined one over plain TCP, the `redis` crate's otherwise. `token`: owner tokens.
 //! - [`error`]: [`ConfigError`], [`LockError`], per-node failures.
 //! - `metrics`: the metric names (public with feature `metrics`, which emits them
 //!   through the `metrics` facade) and the outcome fields of the tracing spans.
@@ -148,6 +149,7 @@
 pub mod blocking;
 mod client;
 pub mod config;
+mod conn;
 pub mod error;
 pub mod fence;
 pub mod handle;

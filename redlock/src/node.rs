@@ -1,19 +1,21 @@
-//! One primary: its address, its lazily connected multiplexed connection, and calls
+//! One primary: its address, its lazily made connection (see `conn`), and calls
 //! bounded by a deadline (the client's, passed with every call: clients made by
 //! `with_ttl` share the connections but not the deadline).
 //!
 //! # Calls reach the server in the order they were made
 //! The clean-up of a failed or cancelled attempt, and every release, rely on this: a
-//! delete we issue after a `SET` must reach the node after it. A multiplexed connection
-//! keeps that order once a request is in its pipeline, but not while the connection is
-//! being made: requests waiting for it would be sent in whatever order their tasks wake
-//! up (a reconnecting `redis::aio::ConnectionManager` has that gap). So each node has a
+//! delete we issue after a `SET` must reach the node after it. A connection (ours, or the
+//! `redis` crate's multiplexed one) keeps that order once a request is in its pipeline,
+//! but not while the connection is being made: requests waiting for it would be sent in
+//! whatever order their tasks wake up (a reconnecting `redis::aio::ConnectionManager` has
+//! that gap). So each node has a
 //! fair (first-come, first-served) gate: a call takes it, connects if there is no
 //! connection, and hands its request to the pipeline — one poll of the request future —
 //! before letting the next call through. Replies are awaited outside the gate, so calls
 //! still overlap on the wire. Two things would let a request wait *without* a place in
-//! line, and both are ruled out: a full request channel inside the connection (at most
-//! [`MAX_IN_FLIGHT`] calls pass the gate, and the channel has room for that many), and
+//! line, and both are ruled out: a full request channel inside the `redis` crate's
+//! connection (at most [`MAX_IN_FLIGHT`] calls pass the gate, and the channel has room for
+//! that many; ours has no channel to fill), and
 //! Tokio's cooperative budget (the ordered part of a call runs unconstrained). Background
 //! work (a clean-up, a dropped lease's release) is polled once where it starts, before it
 //! is spawned, so it takes its place in line before the caller's next call.
@@ -42,13 +44,13 @@ use std::sync::{Arc, OnceLock};
 use std::task::Poll;
 use std::time::Duration;
 
-use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Client, RedisError, RedisResult};
 use tokio::sync::Mutex;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::config::Settings;
+use crate::conn::Conn;
 use crate::error::NodeError;
 
 /// Whether a server has a native compare-and-delete, detected once per node.
@@ -101,7 +103,7 @@ pub(crate) const MAX_IN_FLIGHT: usize = 1024;
 pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// A new connection and its server's `run_id` (`None` when the server would not say).
-type Connected = RedisResult<(MultiplexedConnection, Option<String>)>;
+type Connected = RedisResult<(Conn, Option<String>)>;
 
 /// A node's connection, behind the order gate.
 #[derive(Default)]
@@ -112,7 +114,7 @@ enum Slot {
     /// Being made by its own task.
     Connecting(JoinHandle<Connected>),
     /// Made; with its generation.
-    Ready(u64, MultiplexedConnection),
+    Ready(u64, Conn),
 }
 
 /// A Redis or Valkey primary taking part in the quorum.
@@ -204,7 +206,7 @@ impl Node {
         f: F,
     ) -> (Result<T, NodeError>, Duration)
     where
-        F: FnOnce(MultiplexedConnection) -> Fut,
+        F: FnOnce(Conn) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
     {
         let started = Instant::now();
@@ -223,7 +225,7 @@ impl Node {
     /// Returns the reply and how long it took.
     pub(crate) async fn call_unbounded<T, F, Fut>(&self, f: F) -> (Result<T, NodeError>, Duration)
     where
-        F: FnOnce(MultiplexedConnection) -> Fut,
+        F: FnOnce(Conn) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
     {
         let started = Instant::now();
@@ -252,9 +254,7 @@ impl Node {
     /// `build()` has already refused duplicate addresses.
     async fn connect(client: Client, config: AsyncConnectionConfig, budget: Duration) -> Connected {
         let attempt = async {
-            let mut conn = client
-                .get_multiplexed_async_connection_with_config(&config)
-                .await?;
+            let mut conn = Conn::connect(&client, &config).await?;
             let run_id = redis::cmd("INFO")
                 .arg("server")
                 .query_async::<String>(&mut conn)
@@ -293,7 +293,7 @@ impl Node {
 
     /// The connection, made now if there is none: waits (holding the gate) for the
     /// connecting task, which goes on if this call is dropped.
-    async fn connection(&self, slot: &mut Slot) -> RedisResult<(u64, MultiplexedConnection)> {
+    async fn connection(&self, slot: &mut Slot) -> RedisResult<(u64, Conn)> {
         if let Slot::Empty = slot {
             *slot = Slot::Connecting(tokio::spawn(Self::connect(
                 self.client.clone(),
@@ -327,7 +327,7 @@ impl Node {
     /// the module docs).
     async fn in_order<T, F, Fut>(&self, f: F) -> RedisResult<T>
     where
-        F: FnOnce(MultiplexedConnection) -> Fut,
+        F: FnOnce(Conn) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
     {
         let mut gate = self.conn.lock().await;

@@ -455,6 +455,103 @@ async fn auth_failures_are_reported_per_node() {
     assert!(!err.to_string().contains("nope"), "password leaked: {err}");
 }
 
+/// The URL's ACL user, password and database reach every node (the connection makes its
+/// own handshake: `AUTH user pass`, `SELECT db`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acl_user_and_database_from_the_url_are_used() {
+    let cluster = Cluster::start(Flavour::Redis, 3);
+    for server in &cluster.servers {
+        redis::cmd("ACL")
+            .arg(&["SETUSER", "locker", "on", ">pw", "~*", "&*", "+@all"][..])
+            .exec(&mut server.admin())
+            .expect("ACL SETUSER");
+    }
+    let urls: Vec<String> = cluster
+        .servers
+        .iter()
+        .map(|s| format!("redis://locker:pw@127.0.0.1:{}/3", s.port))
+        .collect();
+    let redlock = Redlock::builder(urls.clone())
+        .ttl(Duration::from_secs(5))
+        .build()
+        .expect("valid");
+    let lease = redlock.try_acquire("acl-db").await.expect("acquired");
+    // A quorum holds the key in database 3 (the last node's SET may still be on its way);
+    // none in database 0.
+    let mut in_db3 = 0;
+    for server in &cluster.servers {
+        let mut admin = server.admin();
+        let in_db0: bool = redis::cmd("EXISTS")
+            .arg("acl-db")
+            .query(&mut admin)
+            .expect("EXISTS");
+        assert!(!in_db0, "node {}: the key is in database 0", server.port);
+        redis::cmd("SELECT")
+            .arg(3)
+            .exec(&mut admin)
+            .expect("SELECT");
+        let here: bool = redis::cmd("EXISTS")
+            .arg("acl-db")
+            .query(&mut admin)
+            .expect("EXISTS");
+        in_db3 += usize::from(here);
+    }
+    assert!(
+        in_db3 >= 2,
+        "{in_db3} of 3 nodes hold the key in database 3"
+    );
+    lease.release().await;
+
+    let wrong: Vec<String> = urls.iter().map(|u| u.replace(":pw@", ":nope@")).collect();
+    let bad = Redlock::builder(wrong)
+        .ttl(Duration::from_secs(1))
+        .build()
+        .expect("valid");
+    let err = bad.try_acquire("acl-db").await.expect_err("wrong password");
+    let LockError::QuorumNotReached { failures, .. } = &err else {
+        panic!("{err}")
+    };
+    // The decision comes as soon as a quorum is out of reach: the last node may not have
+    // answered yet.
+    let auth = |f: &&fenced_redlock::NodeFailure| {
+        matches!(&f.reason, NodeFailureReason::Error(NodeError::Auth(_)))
+    };
+    assert!(failures.iter().filter(auth).count() >= 2, "{err}");
+    assert!(!err.to_string().contains("nope"), "password leaked: {err}");
+}
+
+/// A URL our own connection does not speak (RESP3 here; TLS and Unix sockets alike) goes
+/// through the `redis` crate's multiplexed connection, with the same behaviour.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resp3_urls_lock_through_the_redis_crates_connection() {
+    let cluster = Cluster::start(Flavour::Redis, 3);
+    let urls: Vec<String> = cluster
+        .urls()
+        .iter()
+        .map(|u| format!("{u}?protocol=resp3"))
+        .collect();
+    let redlock = Redlock::builder(urls)
+        .ttl(Duration::from_secs(5))
+        .fencing(true)
+        .build()
+        .expect("valid");
+    let mut first = redlock.try_acquire("resp3").await.expect("acquired");
+    // A quorum at least (the last node's SET may still be on its way).
+    assert!(cluster.holding("resp3").len() >= 2);
+    assert!(redlock.try_acquire("resp3").await.is_err(), "held");
+    first.extend().await.expect("extended");
+    let token = first.fence().expect("fenced");
+    first.release().await;
+    assert!(
+        cluster
+            .wait_gone("resp3", Duration::from_secs(2))
+            .is_empty()
+    );
+    let second = redlock.try_acquire("resp3").await.expect("free again");
+    assert!(second.fence().expect("fenced") > token);
+    second.release().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn empty_resource_is_refused() {
     let cluster = Cluster::start(Flavour::Redis, 1);

@@ -60,7 +60,13 @@
 //!   throughput ours/rslock 0.88, 0.89 → 0.98, 1.02 and `cpu/op` 37.2, 36.1 → 32.2,
 //!   31.6 µs against rslock's 31.2–32.9 µs. What is left per node call — the order gate,
 //!   the in-flight permit — is the price of the request-order guarantee rslock does not
-//!   give; perf shows no single symbol of ours above 0.2 % of the samples.
+//!   give; perf shows no single symbol of ours above 0.2 % of the samples. Then
+//!   (2026-12-01, night) a connection of our own for `redis://` nodes (`fenced_redlock`'s
+//!   `conn`): no channel and driver task per request, the request written from the
+//!   caller's task when the connection is idle, batched by one writer task when it is
+//!   busy. A/B, same machine, interleaved: `cpu/op` ours/rslock 1.14, 1.05 → 0.93, 0.91,
+//!   throughput ours/rslock 0.92, 0.95 → 0.99, 1.00 (the servers take most of the machine),
+//!   fenced `cpu/op` −24 %; `docs/measurements/transport-2026-12-01.txt`.
 //!
 //! `--repeat K` (default 3, 1 with `--quick`) runs cases 1–6 K times on the same nodes;
 //! every row is the median of its K per-round values, with the p50 and ops/s ranges beside
