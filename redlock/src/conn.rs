@@ -60,7 +60,7 @@ impl Conn {
         let settings = info.redis_settings();
         match info.addr() {
             ConnectionAddr::Tcp(host, port) if settings.protocol() == ProtocolVersion::RESP2 => {
-                let lean = Lean::connect(host, *port, info.tcp_settings().nodelay()).await?;
+                let mut lean = Lean::connect(host, *port, info.tcp_settings().nodelay()).await?;
                 if let Some(password) = settings.password() {
                     let mut auth = redis::cmd("AUTH");
                     if let Some(user) = settings.username() {
@@ -73,6 +73,7 @@ impl Conn {
                     lean.request(redis::cmd("SELECT").arg(settings.db()))
                         .await?
                         .extract_error()?;
+                    lean.db = settings.db();
                 }
                 Ok(Conn::Lean(Arc::new(lean)))
             }
@@ -114,7 +115,7 @@ impl ConnectionLike for Conn {
 
     fn get_db(&self) -> i64 {
         match self {
-            Conn::Lean(_) => 0,
+            Conn::Lean(lean) => lean.db,
             Conn::Multiplexed(m) => m.get_db(),
         }
     }
@@ -124,6 +125,8 @@ impl ConnectionLike for Conn {
 pub(crate) struct Lean {
     shared: Arc<Shared>,
     tasks: [AbortHandle; 2],
+    /// The database selected at connect time.
+    db: i64,
 }
 
 impl Drop for Lean {
@@ -195,6 +198,7 @@ impl Lean {
         Ok(Lean {
             shared,
             tasks: [reader, writer],
+            db: 0,
         })
     }
 

@@ -8,15 +8,14 @@
 //! `redis` crate's multiplexed one) keeps that order once a request is in its pipeline,
 //! but not while the connection is being made: requests waiting for it would be sent in
 //! whatever order their tasks wake up (a reconnecting `redis::aio::ConnectionManager` has
-//! that gap). So each node has a
-//! fair (first-come, first-served) gate: a call takes it, connects if there is no
-//! connection, and hands its request to the pipeline — one poll of the request future —
-//! before letting the next call through. Replies are awaited outside the gate, so calls
-//! still overlap on the wire. Two things would let a request wait *without* a place in
-//! line, and both are ruled out: a full request channel inside the `redis` crate's
-//! connection (at most [`MAX_IN_FLIGHT`] calls pass the gate, and the channel has room for
-//! that many; ours has no channel to fill), and
-//! Tokio's cooperative budget (the ordered part of a call runs unconstrained). Background
+//! that gap). So each node has a fair (first-come, first-served) gate: a call takes it,
+//! connects if there is no connection, and hands its request to the pipeline — one poll of
+//! the request future — before letting the next call through. Replies are awaited outside
+//! the gate, so calls still overlap on the wire. Two things would let a request wait
+//! *without* a place in line, and both are ruled out: a full request channel inside the
+//! `redis` crate's connection (at most [`MAX_IN_FLIGHT`] calls pass the gate, and the
+//! channel has room for that many; ours has no channel to fill), and Tokio's cooperative
+//! budget (the ordered part of a call runs unconstrained). Background
 //! work (a clean-up, a dropped lease's release) is polled once where it starts, before it
 //! is spawned, so it takes its place in line before the caller's next call.
 //!
