@@ -138,7 +138,7 @@ pub(crate) async fn play(
         Mode::ALL.iter().map(|_| ModeRecord::default()).collect(),
     ));
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(usize, WorkerEvent)>();
-    let (victim_tx, victim_rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+    let (victim_tx, victim_rx) = tokio::sync::mpsc::unbounded_channel::<usize>();
     let consumer = {
         let records = records.clone();
         let split = scenario.amnesia_split;
@@ -154,7 +154,7 @@ pub(crate) async fn play(
                         }
                     )
                 {
-                    let _ = victim_tx.send(());
+                    let _ = victim_tx.send(m);
                 }
                 if let Some(r) = lock(&records).get_mut(m) {
                     r.push(ev);
