@@ -65,7 +65,7 @@ pub fn wiped_node(nodes: usize) -> NodeId {
 /// Whether a victim grant from `mode` gets a restart, given the restarts each mode whose
 /// victim has been granted so far has had (`restarts`, by mode, `mode` included): only if
 /// no such mode has had fewer.
-pub(crate) fn serves(restarts: &BTreeMap<usize, u32>, mode: usize) -> bool {
+pub fn serves(restarts: &BTreeMap<usize, u32>, mode: usize) -> bool {
     let mine = restarts.get(&mode).copied().unwrap_or(0);
     restarts.values().all(|&other| other >= mine)
 }
