@@ -233,8 +233,16 @@ impl Lease {
     }
 
     /// Resets the TTL on every node where our token still holds the key, and succeeds
-    /// only with a majority and validity left, measured from this call's start. On
-    /// failure nothing is deleted and the old validity stands. Returns the new validity.
+    /// only with a majority and validity left, measured from this call's start. Returns
+    /// the new validity.
+    ///
+    /// On failure nothing is deleted, and validity ends at the earlier of the old end and
+    /// this extend's own (`start + ttl − drift`): the extend may have reached some nodes,
+    /// and where its TTL is shorter than what was left (an [`extend_for`](Lease::extend_for)
+    /// with less time, or `extend` after a longer `extend_for`) it shortened our keys
+    /// there. The same holds for an extend whose future is dropped: validity is cut before
+    /// the first request is sent. An extend never makes the lease believe it holds the
+    /// lock for longer than the keys it may have touched live.
     ///
     /// A lease [adopted](Redlock::adopt) from a handle has no known validity; its first
     /// successful extend gives it one (the check for run-out validity is skipped until then).
@@ -260,7 +268,10 @@ impl Lease {
     /// Like [`extend`](Lease::extend), with a TTL of your choosing for this extend only:
     /// the keys live `ttl` from now on the servers and validity is counted from `ttl`
     /// (less its own drift allowance). Later [`extend`](Lease::extend) calls, and
-    /// [`auto_renew`](Lease::auto_renew), go back to the client's TTL. It behaves as
+    /// [`auto_renew`](Lease::auto_renew), go back to the client's TTL — which shortens
+    /// validity at once if it ends earlier than this one, before anything is sent (see
+    /// `extend` for why). A `ttl` shorter than the validity left shortens it the same way,
+    /// even if this extend fails or is dropped. It behaves as
     /// `extend` on a client made by [`Redlock::with_ttl`]`(ttl)`: the same node deadline
     /// rules, the same connections.
     ///
@@ -310,6 +321,20 @@ impl Lease {
         self.extend_on(&client).await
     }
 
+    /// Cuts validity, before an extend with `client`'s TTL starting at `started` sends
+    /// anything, to the end that extend's keys would have: `started + ttl − drift`. A
+    /// node that gets the extend's `PEXPIRE` keeps our key that long from (after)
+    /// `started` and no longer, whatever the extend's outcome, so a lease that had more
+    /// validity left must not count on it any more. Returns the (possibly earlier) end.
+    pub(crate) fn bound_validity_for(&mut self, client: &Redlock, started: Instant) -> Instant {
+        let settings = client.settings();
+        let end = validity::validity(settings.ttl, Duration::ZERO, settings.drift)
+            .and_then(|v| started.checked_add(v))
+            .unwrap_or(started);
+        self.valid_until = self.valid_until.min(end);
+        self.valid_until
+    }
+
     /// Extends with `client`'s TTL and node deadline (this lease's client, or one made
     /// from it by `with_ttl`).
     async fn extend_on(&mut self, client: &Redlock) -> Result<(Duration, usize), LockError> {
@@ -320,6 +345,8 @@ impl Lease {
                 reason: crate::LossReason::Expired,
             });
         }
+        // Before the first request can leave: from here on the keys may be shortened.
+        self.bound_validity_for(client, started);
         let settings = client.settings();
         let ttl_ms = settings.ttl_ms();
         let deadline = settings.node_timeout;
@@ -378,6 +405,9 @@ impl Lease {
     /// node still gets its delete, on the same connection and so after everything this
     /// client sent it before, and [`Redlock::shutdown`] waits for the stragglers. Use
     /// [`release_all`](Lease::release_all) when you want every node's answer.
+    ///
+    /// Cancel-safe: dropping the returned future before it finishes has the outcome of
+    /// dropping the lease (the deletes go out in the background; see [`Lease`]).
     pub async fn release(self) -> ReleaseReport {
         let quorum = self.client.quorum();
         let tasks = self.client.shared().tasks().clone();
@@ -392,8 +422,11 @@ impl Lease {
         self.release_until(Wait::All).await
     }
 
+    /// Cancel-safe: the lease counts as released only once the deletes were handed to
+    /// every node's connection (the fan-out has returned). A release future dropped
+    /// before that drops the lease, whose `Drop` sends the deletes again in the background
+    /// — behind any that did leave, and harmless where they already deleted the key.
     async fn release_until(mut self, wait: Wait<'_>) -> ReleaseReport {
-        self.done = true;
         let span = tracing::debug_span!(
             "redlock.release",
             resource = %self.resource,
@@ -412,6 +445,7 @@ impl Lease {
         )
         .instrument(span.clone())
         .await;
+        self.done = true;
         crate::metrics::released(&span, &report, self.client.quorum());
         report
     }

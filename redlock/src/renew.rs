@@ -54,6 +54,15 @@ pub enum LeaseStatus {
     Lost(LossReason),
 }
 
+impl LeaseStatus {
+    fn held_until(&self) -> Option<Instant> {
+        match self {
+            LeaseStatus::Held { valid_until } => Some(*valid_until),
+            LeaseStatus::Lost(_) => None,
+        }
+    }
+}
+
 /// Options of [`Lease::auto_renew`].
 #[derive(Debug, Clone, Copy, Default)]
 #[non_exhaustive]
@@ -207,6 +216,9 @@ impl RenewingLease {
 
     /// Stops the renewer and releases as [`Lease::release`] does (returns once a majority
     /// answered). After a shutdown, the report of the release the renewer made then.
+    ///
+    /// Cancel-safe: dropping the returned future before it finishes has the outcome of
+    /// dropping the lease (the renewer stops and the keys are released in the background).
     pub async fn release(self) -> ReleaseReport {
         self.release_with(false).await
     }
@@ -231,16 +243,20 @@ impl RenewingLease {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
-        match self.task.take() {
-            Some(task) => match task.await {
-                Ok(Ok(mut lease)) => {
-                    lease.rearm();
-                    release(lease).await
-                }
-                Ok(Err(report)) => report,
-                Err(_) => ReleaseReport { nodes: Vec::new() },
-            },
-            None => ReleaseReport { nodes: Vec::new() },
+        // The task stays ours until it has handed the lease back: if this future is
+        // dropped while waiting, `Drop` still finds it and releases in the background.
+        let Some(task) = self.task.as_mut() else {
+            return ReleaseReport { nodes: Vec::new() };
+        };
+        let handback = task.await;
+        self.task = None;
+        match handback {
+            Ok(Ok(mut lease)) => {
+                lease.rearm();
+                release(lease).await
+            }
+            Ok(Err(report)) => report,
+            Err(_) => ReleaseReport { nodes: Vec::new() },
         }
     }
 }
@@ -312,7 +328,13 @@ async fn renew_loop(
         }
         let nodes = lease.client().nodes();
         let required = lease.client().quorum();
-        let valid_until = lease.valid_until();
+        // The renewal may shorten the keys (the lease was extended for longer than the
+        // client's TTL): the holder must hear of the shorter end before it is sent.
+        let client = lease.client().clone();
+        let valid_until = lease.bound_validity_for(&client, Instant::now());
+        if status.borrow().held_until() != Some(valid_until) {
+            let _ = status.send(LeaseStatus::Held { valid_until });
+        }
         // The renewal races the end of validity: the holder must hear of the loss then,
         // not when the slowest node's deadline has passed.
         let renewed = tokio::select! {

@@ -274,13 +274,15 @@ impl Cluster {
 /// [`StrandingProxy::strand`], connections made before stop forwarding for good (their
 /// sockets stay open, like a half-open connection after a path broke), while new
 /// connections go through. With a delay ([`StrandingProxy::start_slow`]), every new
-/// connection forwards nothing for that long (a slow handshake). Runs on the test's Tokio
-/// runtime.
+/// connection forwards nothing for that long (a slow handshake). After
+/// [`StrandingProxy::mute_replies`], requests still reach the server but its replies are
+/// dropped (a one-way black hole). Runs on the test's Tokio runtime.
 #[derive(Debug)]
 pub struct StrandingProxy {
     pub port: u16,
     epoch: std::sync::Arc<std::sync::atomic::AtomicU64>,
     accepted: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    muted: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl StrandingProxy {
@@ -298,13 +300,16 @@ impl StrandingProxy {
         let port = listener.local_addr().expect("proxy addr").port();
         let epoch = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
         let accepted = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let muted = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let shared = std::sync::Arc::clone(&epoch);
         let counted = std::sync::Arc::clone(&accepted);
+        let silence = std::sync::Arc::clone(&muted);
         tokio::spawn(async move {
             while let Ok((inbound, _)) = listener.accept().await {
                 counted.fetch_add(1, Ordering::SeqCst);
                 let born = shared.load(Ordering::SeqCst);
                 let epoch = std::sync::Arc::clone(&shared);
+                let silence = std::sync::Arc::clone(&silence);
                 tokio::spawn(async move {
                     tokio::time::sleep(delay).await;
                     let Ok(outbound) = tokio::net::TcpStream::connect(("127.0.0.1", target)).await
@@ -314,8 +319,9 @@ impl StrandingProxy {
                     let (mut ri, mut wi) = inbound.into_split();
                     let (mut ro, mut wo) = outbound.into_split();
                     let live = || epoch.load(Ordering::SeqCst) == born;
+                    let replies = || live() && !silence.load(Ordering::SeqCst);
                     let up = pump(&mut ri, &mut wo, &live);
-                    let down = pump(&mut ro, &mut wi, &live);
+                    let down = pump(&mut ro, &mut wi, &replies);
                     tokio::join!(up, down);
                     // Stranded: hold the sockets open, forward nothing.
                     if !live() {
@@ -328,6 +334,7 @@ impl StrandingProxy {
             port,
             epoch,
             accepted,
+            muted,
         }
     }
 
@@ -338,6 +345,11 @@ impl StrandingProxy {
 
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// From now on requests still reach the server, and its replies are dropped.
+    pub fn mute_replies(&self) {
+        self.muted.store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Connections open now forward nothing from here on.
