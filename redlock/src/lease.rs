@@ -60,6 +60,10 @@ pub enum ReleaseOutcome {
     /// it, and finishes in the background ([`Redlock::shutdown`] waits for it).
     /// [`Lease::release_all`] never reports this.
     Pending,
+    /// No answer before the deadline, for a request that does not undo itself (the
+    /// deletion of a fence counter by [`Lease::retire_fence`]): it may have been carried
+    /// out, or may still be.
+    Unknown(NodeError),
 }
 
 /// What a release did on each node, in node order.
@@ -460,8 +464,15 @@ impl Lease {
     /// stale (see "The counter's life" in [`fence`](crate::fence)). A lease without
     /// fencing can retire the counter too (a client with fencing off shares the keys).
     ///
+    /// Each node deletes its counter only if our token still holds the lock key there, in
+    /// one atomic step: a deletion that arrives late (after our key expired and another
+    /// holder wrote its token) leaves the counter alone.
+    ///
     /// The report is the counter deletion's: [`ReleaseOutcome::Released`] where a counter
-    /// was deleted, [`ReleaseOutcome::AlreadyGone`] where there was none.
+    /// was deleted, [`ReleaseOutcome::AlreadyGone`] where there was none,
+    /// [`ReleaseOutcome::NotOurs`] where the lock key was no longer ours (nothing deleted),
+    /// [`ReleaseOutcome::Unknown`] where no answer came in time (the deletion may still
+    /// happen, but only where the key is still ours when it arrives).
     ///
     /// # Errors
     /// [`LockError::LeaseLost`] when validity had already run out: then nothing is
@@ -487,11 +498,13 @@ impl Lease {
                 deadline,
                 shared.tasks(),
                 |node| {
+                    let (key, token) = (Arc::clone(&self.key), self.token);
                     let counter = Arc::clone(&counter);
                     async move {
                         node.call_unbounded(|mut c| async move {
-                            redis::cmd("DEL")
-                                .arg(&*counter)
+                            script::RETIRE_FENCE
+                                .call(&[key.as_bytes(), &counter])
+                                .arg(token.as_str())
                                 .query_async(&mut c)
                                 .await
                                 .map(Some)
@@ -501,7 +514,12 @@ impl Lease {
                 },
             )
             .await;
-            let report = report_of(&shared.nodes, tally);
+            let mut report = report_of(&shared.nodes, tally);
+            for (_, outcome) in &mut report.nodes {
+                if let ReleaseOutcome::Failed(e @ NodeError::Timeout(_)) = outcome {
+                    *outcome = ReleaseOutcome::Unknown(e.clone());
+                }
+            }
             let _ = self.release().await;
             Ok(report)
         }

@@ -80,3 +80,11 @@ if v == ARGV[1] then
 end
 if v then return -1 end
 return 0");
+
+/// Delete the fence counter KEYS[2], only while our token ARGV[1] holds the lock key
+/// KEYS[1] here: 1 deleted, 0 no counter, −1 the lock is not ours here (counter left
+/// alone). Checked in the same atomic step as the delete, so a delete that arrives after
+/// our key is gone — when the next holder may have written its token — touches nothing.
+pub(crate) const RETIRE_FENCE: Lua = Lua(r"
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
+return redis.call('DEL', KEYS[2])");

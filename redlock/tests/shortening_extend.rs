@@ -8,22 +8,9 @@ mod support;
 
 use std::time::Duration;
 
-use fenced_redlock::{Lease, Redlock, RenewOptions};
+use fenced_redlock::{Redlock, RenewOptions};
 use futures::FutureExt;
-use support::{Cluster, Flavour, StrandingProxy};
-use tokio::time::Instant;
-
-/// Tries to take `resource` with `other` until it succeeds or `within` has passed.
-async fn taken_by(other: &Redlock, resource: &str, within: Duration) -> Option<Lease> {
-    let until = Instant::now() + within;
-    while Instant::now() < until {
-        if let Ok(lease) = other.try_acquire(resource).await {
-            return Some(lease);
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    None
-}
+use support::{Cluster, Flavour, StrandingProxy, taken_by};
 
 fn client(urls: Vec<String>, ttl: Duration) -> Redlock {
     Redlock::builder(urls)

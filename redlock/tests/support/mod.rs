@@ -276,13 +276,15 @@ impl Cluster {
 /// connections go through. With a delay ([`StrandingProxy::start_slow`]), every new
 /// connection forwards nothing for that long (a slow handshake). After
 /// [`StrandingProxy::mute_replies`], requests still reach the server but its replies are
-/// dropped (a one-way black hole). Runs on the test's Tokio runtime.
+/// dropped (a one-way black hole). [`StrandingProxy::lag`] delays every byte read from then
+/// on, both ways, in order. Runs on the test's Tokio runtime.
 #[derive(Debug)]
 pub struct StrandingProxy {
     pub port: u16,
     epoch: std::sync::Arc<std::sync::atomic::AtomicU64>,
     accepted: std::sync::Arc<std::sync::atomic::AtomicU64>,
     muted: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    lag_ms: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl StrandingProxy {
@@ -304,12 +306,15 @@ impl StrandingProxy {
         let shared = std::sync::Arc::clone(&epoch);
         let counted = std::sync::Arc::clone(&accepted);
         let silence = std::sync::Arc::clone(&muted);
+        let lag_ms = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let lagging = std::sync::Arc::clone(&lag_ms);
         tokio::spawn(async move {
             while let Ok((inbound, _)) = listener.accept().await {
                 counted.fetch_add(1, Ordering::SeqCst);
                 let born = shared.load(Ordering::SeqCst);
                 let epoch = std::sync::Arc::clone(&shared);
                 let silence = std::sync::Arc::clone(&silence);
+                let lag = std::sync::Arc::clone(&lagging);
                 tokio::spawn(async move {
                     tokio::time::sleep(delay).await;
                     let Ok(outbound) = tokio::net::TcpStream::connect(("127.0.0.1", target)).await
@@ -320,9 +325,9 @@ impl StrandingProxy {
                     let (mut ro, mut wo) = outbound.into_split();
                     let live = || epoch.load(Ordering::SeqCst) == born;
                     let replies = || live() && !silence.load(Ordering::SeqCst);
-                    let up = pump(&mut ri, &mut wo, &live);
-                    let down = pump(&mut ro, &mut wi, &replies);
-                    tokio::join!(up, down);
+                    let up = pump(&mut ri, wo, &live, &lag);
+                    let down = pump(&mut ro, wi, &replies, &lag);
+                    let _held = tokio::join!(up, down);
                     // Stranded: hold the sockets open, forward nothing.
                     if !live() {
                         std::future::pending::<()>().await;
@@ -335,7 +340,14 @@ impl StrandingProxy {
             epoch,
             accepted,
             muted,
+            lag_ms,
         }
+    }
+
+    /// Every byte read from now on, either way, is forwarded `lag` later (in order).
+    pub fn lag(&self, lag: Duration) {
+        let ms = u64::try_from(lag.as_millis()).unwrap_or(u64::MAX);
+        self.lag_ms.store(ms, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Connections accepted so far.
@@ -358,24 +370,58 @@ impl StrandingProxy {
     }
 }
 
+/// Forwards `from` to `to` while `live`, each chunk `lag` after it was read (in order);
+/// swallows everything once not `live`. Hands back the write half (a stranded connection
+/// keeps it open).
 async fn pump(
     from: &mut tokio::net::tcp::OwnedReadHalf,
-    to: &mut tokio::net::tcp::OwnedWriteHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
     live: &impl Fn() -> bool,
-) {
+    lag: &std::sync::atomic::AtomicU64,
+) -> Option<tokio::net::tcp::OwnedWriteHalf> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(Instant, Vec<u8>)>();
+    let writer = tokio::spawn(async move {
+        while let Some((due, bytes)) = rx.recv().await {
+            tokio::time::sleep_until(due.into()).await;
+            if to.write_all(&bytes).await.is_err() {
+                break;
+            }
+        }
+        to
+    });
     let mut buf = vec![0u8; 16 * 1024];
     loop {
         let n = match from.read(&mut buf).await {
-            Ok(0) | Err(_) => return,
+            Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
         if !live() {
             // Swallow everything from now on.
             continue;
         }
-        if to.write_all(&buf[..n]).await.is_err() {
-            return;
+        let due =
+            Instant::now() + Duration::from_millis(lag.load(std::sync::atomic::Ordering::SeqCst));
+        if tx.send((due, buf[..n].to_vec())).is_err() {
+            break;
         }
     }
+    drop(tx);
+    writer.await.ok()
+}
+
+/// Tries to take `resource` with `client` until it succeeds or `within` has passed.
+pub async fn taken_by(
+    client: &fenced_redlock::Redlock,
+    resource: &str,
+    within: Duration,
+) -> Option<fenced_redlock::Lease> {
+    let until = Instant::now() + within;
+    while Instant::now() < until {
+        if let Ok(lease) = client.try_acquire(resource).await {
+            return Some(lease);
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    None
 }
