@@ -321,8 +321,8 @@ impl StrandingProxy {
                     else {
                         return;
                     };
-                    let (mut ri, mut wi) = inbound.into_split();
-                    let (mut ro, mut wo) = outbound.into_split();
+                    let (mut ri, wi) = inbound.into_split();
+                    let (mut ro, wo) = outbound.into_split();
                     let live = || epoch.load(Ordering::SeqCst) == born;
                     let replies = || live() && !silence.load(Ordering::SeqCst);
                     let up = pump(&mut ri, wo, &live, &lag);
