@@ -159,6 +159,7 @@ impl NodeError {
 
 /// A node's failure, named by its address (never with a password).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct NodeFailure {
     /// `host:port` of the node.
     pub addr: String,

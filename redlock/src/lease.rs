@@ -32,14 +32,16 @@ pub enum NodeOutcome {
     NoAnswer,
 }
 
-/// One node's part in an acquire.
+/// One node's part in an acquire ([`NodeOutcome`]) or a release ([`ReleaseOutcome`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NodeReport {
+#[non_exhaustive]
+pub struct NodeReport<O = NodeOutcome> {
     /// `host:port`.
     pub addr: String,
     /// What it said.
-    pub outcome: NodeOutcome,
-    /// How long it took to say it (both rounds with fencing); `None` if it had not answered.
+    pub outcome: O,
+    /// How long it took to say it (both rounds of a fenced acquire); `None` if it had not
+    /// answered.
     pub latency: Option<Duration>,
 }
 
@@ -67,10 +69,11 @@ pub enum ReleaseOutcome {
 }
 
 /// What a release did on each node, in node order.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct ReleaseReport {
-    /// `(host:port, outcome)` per node.
-    pub nodes: Vec<(String, ReleaseOutcome)>,
+    /// Per node: its address, what it said and how long that took.
+    pub nodes: Vec<NodeReport<ReleaseOutcome>>,
 }
 
 impl ReleaseReport {
@@ -78,7 +81,7 @@ impl ReleaseReport {
     pub fn released(&self) -> usize {
         self.nodes
             .iter()
-            .filter(|(_, o)| *o == ReleaseOutcome::Released)
+            .filter(|n| n.outcome == ReleaseOutcome::Released)
             .count()
     }
 }
@@ -515,9 +518,9 @@ impl Lease {
             )
             .await;
             let mut report = report_of(&shared.nodes, tally);
-            for (_, outcome) in &mut report.nodes {
-                if let ReleaseOutcome::Failed(e @ NodeError::Timeout(_)) = outcome {
-                    *outcome = ReleaseOutcome::Unknown(e.clone());
+            for node in &mut report.nodes {
+                if let ReleaseOutcome::Failed(e @ NodeError::Timeout(_)) = &node.outcome {
+                    node.outcome = ReleaseOutcome::Unknown(e.clone());
                 }
             }
             let _ = self.release().await;
@@ -634,6 +637,7 @@ fn report_of(nodes: &[Arc<Node>], tally: Tally<i64>) -> ReleaseReport {
             .iter()
             .zip(tally.answers)
             .map(|(node, answer)| {
+                let latency = answer.as_ref().map(|(_, took)| *took);
                 let outcome = match answer {
                     Some((Ok(Some(1)), _)) => ReleaseOutcome::Released,
                     Some((Ok(Some(0) | None), _)) => ReleaseOutcome::AlreadyGone,
@@ -641,7 +645,11 @@ fn report_of(nodes: &[Arc<Node>], tally: Tally<i64>) -> ReleaseReport {
                     Some((Err(e), _)) => ReleaseOutcome::Failed(e),
                     None => ReleaseOutcome::Pending,
                 };
-                (node.addr().to_owned(), outcome)
+                NodeReport {
+                    addr: node.addr().to_owned(),
+                    outcome,
+                    latency,
+                }
             })
             .collect(),
     }

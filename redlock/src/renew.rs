@@ -246,7 +246,7 @@ impl RenewingLease {
         // The task stays ours until it has handed the lease back: if this future is
         // dropped while waiting, `Drop` still finds it and releases in the background.
         let Some(task) = self.task.as_mut() else {
-            return ReleaseReport { nodes: Vec::new() };
+            return ReleaseReport::default();
         };
         let handback = task.await;
         self.task = None;
@@ -256,7 +256,7 @@ impl RenewingLease {
                 release(lease).await
             }
             Ok(Err(report)) => report,
-            Err(_) => ReleaseReport { nodes: Vec::new() },
+            Err(_) => ReleaseReport::default(),
         }
     }
 }

@@ -46,7 +46,7 @@ async fn counters_never_collide_with_resource_names() {
             report
                 .nodes
                 .iter()
-                .all(|(_, o)| *o == ReleaseOutcome::Released),
+                .all(|n| n.outcome == ReleaseOutcome::Released),
             "{flavour:?}: {report:?}"
         );
     }
@@ -107,7 +107,7 @@ async fn a_late_retirement_leaves_the_next_holders_counter() {
         report
             .nodes
             .iter()
-            .all(|(_, o)| matches!(o, ReleaseOutcome::Unknown(_))),
+            .all(|n| matches!(n.outcome, ReleaseOutcome::Unknown(_))),
         "{report:?}"
     );
     let second = taken_by(&direct, "retired-late", Duration::from_secs(3))

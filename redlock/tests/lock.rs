@@ -191,7 +191,11 @@ async fn frozen_nodes_cost_at_most_their_deadline() {
             "one frozen node delayed release: {:?}",
             started.elapsed()
         );
-        assert_eq!(report.nodes[2].1, ReleaseOutcome::Pending, "{report:?}");
+        assert_eq!(
+            report.nodes[2].outcome,
+            ReleaseOutcome::Pending,
+            "{report:?}"
+        );
         assert!(report.released() >= 3, "{report:?}");
         // release_all waits for each node at most its deadline, and says what it got.
         let lease = redlock.try_acquire("frozen-one").await.expect("free again");
@@ -201,7 +205,7 @@ async fn frozen_nodes_cost_at_most_their_deadline() {
         assert!(took >= node_timeout && took < node_timeout * 3, "{took:?}");
         assert!(
             matches!(
-                report.nodes[2].1,
+                report.nodes[2].outcome,
                 ReleaseOutcome::Failed(NodeError::Timeout(_))
             ),
             "{report:?}"
@@ -296,7 +300,7 @@ async fn release_and_extend_never_touch_another_owners_key() {
             report
                 .nodes
                 .iter()
-                .all(|(_, o)| *o == ReleaseOutcome::NotOurs),
+                .all(|n| n.outcome == ReleaseOutcome::NotOurs),
             "{report:?}"
         );
         for i in 0..5 {
