@@ -182,6 +182,11 @@ pub use renew::{LeaseStatus, LossReason, RenewOptions, RenewingLease};
 pub use retry::RetryPolicy;
 pub use validity::quorum;
 
+/// The `redis` crate this one is built on: its `Client` is what
+/// [`Redlock::builder_from_clients`] takes (with its `TcpSettings`, TLS and RESP3 options),
+/// so use this re-export to make one of a version that fits.
+pub use redis;
+
 /// The crate README's example, compiled as a doctest so it cannot rot.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]

@@ -270,52 +270,108 @@ impl Cluster {
     }
 }
 
+/// What a [`StrandingProxy`] does to the bytes it forwards, besides stranding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Forwards them as they come.
+    Plain,
+    /// Writes the server's bytes to the client one at a time, each its own segment, so
+    /// that replies arrive split across reads anywhere.
+    Split,
+    /// Answers a first command `AUTH user password` as a server before ACLs (Redis < 6)
+    /// does — "wrong number of arguments" — and forwards everything else.
+    PreAcl,
+}
+
 /// A TCP proxy in front of one server that can strand its existing connections: after
 /// [`StrandingProxy::strand`], connections made before stop forwarding for good (their
 /// sockets stay open, like a half-open connection after a path broke), while new
 /// connections go through. With a delay ([`StrandingProxy::start_slow`]), every new
-/// connection forwards nothing for that long (a slow handshake). Runs on the test's Tokio
-/// runtime.
+/// connection forwards nothing for that long (a slow handshake);
+/// [`StrandingProxy::start_split`] splits replies byte by byte and
+/// [`StrandingProxy::start_pre_acl`] plays a server that predates ACLs. Runs on the test's
+/// Tokio runtime.
 #[derive(Debug)]
 pub struct StrandingProxy {
     pub port: u16,
     epoch: std::sync::Arc<std::sync::atomic::AtomicU64>,
     accepted: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    refused_auths: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl StrandingProxy {
     pub async fn start(target: u16) -> StrandingProxy {
-        Self::start_slow(target, Duration::ZERO).await
+        Self::start_with(target, Duration::ZERO, Mode::Plain).await
     }
 
     /// Like [`StrandingProxy::start`], each new connection held `delay` before it
     /// forwards anything.
     pub async fn start_slow(target: u16, delay: Duration) -> StrandingProxy {
+        Self::start_with(target, delay, Mode::Plain).await
+    }
+
+    /// Like [`StrandingProxy::start`], the server's bytes reaching the client one by one.
+    pub async fn start_split(target: u16) -> StrandingProxy {
+        Self::start_with(target, Duration::ZERO, Mode::Split).await
+    }
+
+    /// Like [`StrandingProxy::start`], `AUTH` with a username refused as by Redis 5.
+    pub async fn start_pre_acl(target: u16) -> StrandingProxy {
+        Self::start_with(target, Duration::ZERO, Mode::PreAcl).await
+    }
+
+    async fn start_with(target: u16, delay: Duration, mode: Mode) -> StrandingProxy {
         use std::sync::atomic::Ordering;
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind proxy");
         let port = listener.local_addr().expect("proxy addr").port();
         let epoch = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
         let accepted = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let refused_auths = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
         let shared = std::sync::Arc::clone(&epoch);
         let counted = std::sync::Arc::clone(&accepted);
+        let refused = std::sync::Arc::clone(&refused_auths);
         tokio::spawn(async move {
             while let Ok((inbound, _)) = listener.accept().await {
                 counted.fetch_add(1, Ordering::SeqCst);
                 let born = shared.load(Ordering::SeqCst);
                 let epoch = std::sync::Arc::clone(&shared);
+                let refused = std::sync::Arc::clone(&refused);
                 tokio::spawn(async move {
                     tokio::time::sleep(delay).await;
                     let Ok(outbound) = tokio::net::TcpStream::connect(("127.0.0.1", target)).await
                     else {
                         return;
                     };
+                    let _ = inbound.set_nodelay(true);
                     let (mut ri, mut wi) = inbound.into_split();
                     let (mut ro, mut wo) = outbound.into_split();
+                    if mode == Mode::PreAcl {
+                        // The client's first write is its whole first command.
+                        let mut first = vec![0u8; 16 * 1024];
+                        let n = match ri.read(&mut first).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => n,
+                        };
+                        let first = &first[..n];
+                        if first
+                            .to_ascii_uppercase()
+                            .starts_with(b"*3\r\n$4\r\nAUTH\r\n")
+                        {
+                            refused.fetch_add(1, Ordering::SeqCst);
+                            let refusal = b"-ERR wrong number of arguments for 'auth' command\r\n";
+                            if wi.write_all(refusal).await.is_err() {
+                                return;
+                            }
+                        } else if wo.write_all(first).await.is_err() {
+                            return;
+                        }
+                    }
                     let live = || epoch.load(Ordering::SeqCst) == born;
-                    let up = pump(&mut ri, &mut wo, &live);
-                    let down = pump(&mut ro, &mut wi, &live);
+                    let up = pump(&mut ri, &mut wo, &live, false);
+                    let down = pump(&mut ro, &mut wi, &live, mode == Mode::Split);
                     tokio::join!(up, down);
                     // Stranded: hold the sockets open, forward nothing.
                     if !live() {
@@ -328,12 +384,18 @@ impl StrandingProxy {
             port,
             epoch,
             accepted,
+            refused_auths,
         }
     }
 
     /// Connections accepted so far.
     pub fn accepted(&self) -> u64 {
         self.accepted.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// `AUTH user password` commands refused so far ([`StrandingProxy::start_pre_acl`]).
+    pub fn refused_auths(&self) -> u64 {
+        self.refused_auths.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     pub fn url(&self) -> String {
@@ -346,10 +408,12 @@ impl StrandingProxy {
     }
 }
 
+/// Forwards `from` to `to` while `live()`; with `split`, one byte per write.
 async fn pump(
     from: &mut tokio::net::tcp::OwnedReadHalf,
     to: &mut tokio::net::tcp::OwnedWriteHalf,
     live: &impl Fn() -> bool,
+    split: bool,
 ) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut buf = vec![0u8; 16 * 1024];
@@ -362,8 +426,18 @@ async fn pump(
             // Swallow everything from now on.
             continue;
         }
-        if to.write_all(&buf[..n]).await.is_err() {
-            return;
+        if !split {
+            if to.write_all(&buf[..n]).await.is_err() {
+                return;
+            }
+            continue;
+        }
+        for byte in &buf[..n] {
+            if to.write_all(std::slice::from_ref(byte)).await.is_err() {
+                return;
+            }
+            // Let the client read this byte before the next is written.
+            tokio::task::yield_now().await;
         }
     }
 }
