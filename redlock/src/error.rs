@@ -123,11 +123,14 @@ pub enum NodeError {
     /// listening at that address, or a proxy in between mangles replies.
     #[error("unexpected reply: {0}; is a Redis or Valkey primary listening at this address?")]
     Protocol(String),
-    /// The node's connection already has this many requests waiting for replies (the
-    /// server stopped answering: stopped, swapping, busy in a long script), those whose
-    /// callers gave up included; this request was refused at once, without being sent.
-    /// The line drains when the server answers again or the connection breaks. See
-    /// `conn`'s docs, "A node that stops reading".
+    /// The node's connection already has this many requests waiting for replies: the
+    /// server stopped answering (stopped, swapping, busy in a long script), and callers
+    /// that gave up left their requests in line, as their replies must still be read to
+    /// keep later replies matched. This request was refused at once, without being sent
+    /// (waiting for room would cost it its place in line). The node takes requests again
+    /// once the server answers what waits, or the connection breaks. Only the crate's own
+    /// connection (`redis://` over TCP, RESP2) refuses so; on the `redis` crate's, a
+    /// request waits for room until its deadline ([`NodeError::Timeout`]).
     #[error(
         "{0} requests already wait for this node's replies (is it stopped or overloaded?); refused without sending; it recovers once the node answers again"
     )]
