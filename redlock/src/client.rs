@@ -219,7 +219,10 @@ impl Redlock {
     /// Each client is used as a recipe for connections, not as a connection: the client
     /// makes its connections lazily, one per node (a lean pipelined connection of this
     /// crate for `redis://` over TCP with RESP2; the `redis` crate's multiplexed connection
-    /// for TLS, Unix sockets and RESP3), and makes a new one when it breaks.
+    /// for TLS, Unix sockets and RESP3), and makes a new one when it breaks. Both apply the
+    /// client's `TcpSettings` (nodelay, keepalive, user timeout; a client that sets a
+    /// linger time gets the `redis` crate's connection, as that setting cannot be read
+    /// back from `TcpSettings`).
     ///
     /// # What is not supported, and why
     /// Connections you already made (a `MultiplexedConnection` or `ConnectionManager`)

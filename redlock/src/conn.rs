@@ -16,37 +16,82 @@
 //! A request's bytes are appended to the connection's buffer, and its place in the reply
 //! line taken, under one lock, at the moment [`ConnectionLike::req_packed_command`] is
 //! called — which the node's gate does in the first poll of the call (see `node`). So
-//! requests reach the server in the order they were made, and nothing can wait for room:
-//! the buffer is not bounded (the node's in-flight limit bounds it).
+//! requests reach the server in the order they were made, and nothing waits for room: a
+//! request either takes its place at once or is refused at once.
+//!
+//! # A node that stops reading
+//! A caller that gives up (its deadline passed) leaves its request in the line: its bytes
+//! may already be on the wire, so its reply must still be read, and dropped, to keep the
+//! replies that follow matched. A server that stops answering (stopped, swapping, stuck in
+//! a slow script) would let such requests pile up without end — the node's in-flight
+//! limit does not bound them, since a caller that gave up no longer counts. So at most
+//! [`MAX_PENDING`] requests wait for replies on one connection, counting those nobody
+//! waits for any more, and the bytes not yet written are at most theirs. A request that
+//! finds the line full is refused at once, before anything is sent: that node's call fails
+//! with [`NodeError::Backlog`](crate::NodeError::Backlog) (its vote is missing, the other
+//! nodes decide). It cannot wait for room: waiting would lose its place in line. The line
+//! drains when the server answers again, or empties when the connection breaks.
 //!
 //! # Failure
 //! A read or write error, an end of stream or a reply that does not parse breaks the
-//! connection: every request waiting for a reply, and every later one, fails with an I/O
-//! error, which makes the node connect again on its next call. Replies are never matched
-//! to the wrong request: after the first error nothing more is read. Dropping the last
-//! handle stops both tasks and closes the socket.
+//! connection: every request waiting for a reply, and every later one, fails — with an I/O
+//! error, or with a protocol error ([`NodeError::Protocol`](crate::NodeError::Protocol))
+//! when the bytes were not RESP2 — and the node connects again before its next request
+//! (it asks [`Conn::is_broken`] first: nothing was sent yet, so nothing is lost).
+//! Replies are never matched to the wrong request: after the first error nothing more is
+//! read. The reader and writer are tasks of the runtime current at connect; when they end
+//! for any reason — including that runtime shutting down, which drops them without a word
+//! — the connection is marked broken, so a caller on another runtime reconnects instead of
+//! waiting for replies nobody reads. Dropping the last handle stops both tasks and closes
+//! the socket.
+//!
+//! The `redis` crate's connection (RESP3) reports its end through its push channel (a
+//! disconnection notice, or the channel dropped with its driver task), which sets the same
+//! mark. Over RESP2 (TLS, Unix sockets) it has no way to say so: the first call after such
+//! a connection died fails, and the node reconnects on the next.
+//!
+//! # Socket settings and authentication
+//! [`Lean`] applies a client's `TcpSettings` as the `redis` crate does: `TCP_NODELAY`,
+//! keepalive and (Linux) `TCP_USER_TIMEOUT` — the settings that let the kernel notice a
+//! peer that vanished without a word. The linger time cannot be read back from
+//! `TcpSettings` (it has no getter), so a client that sets one is connected by the `redis`
+//! crate, which applies it. `AUTH user password` that a server before ACLs (Redis < 6)
+//! refuses for its argument count is retried as `AUTH password`, as the `redis` crate does.
 
 use std::collections::VecDeque;
 use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use redis::aio::{ConnectionLike, MultiplexedConnection};
+use redis::aio::{AsyncPushSender, ConnectionLike, MultiplexedConnection, SendError};
+use redis::io::tcp::{TcpSettings, socket2};
 use redis::{
-    AsyncConnectionConfig, Client, Cmd, ConnectionAddr, Pipeline, ProtocolVersion, RedisError,
-    RedisFuture, RedisResult, Value,
+    AsyncConnectionConfig, Client, Cmd, ConnectionAddr, Pipeline, ProtocolVersion, PushInfo,
+    PushKind, RedisError, RedisFuture, RedisResult, Value,
 };
 use tokio::net::TcpStream;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::{Notify, oneshot};
 use tokio::task::AbortHandle;
 
+/// Most requests waiting for replies on one [`Lean`] connection, those whose callers gave
+/// up included (see "A node that stops reading"). The same as the node's in-flight limit
+/// (each call has at most one request waiting at a time), so live calls alone never fill
+/// it, and as the `redis` crate's request channel.
+pub(crate) const MAX_PENDING: usize = crate::node::MAX_IN_FLIGHT;
+
+/// The code of the error a request gets when the line is full (an extension error, like a
+/// server's error reply with a code no server uses); `NodeError::from_redis` maps it to
+/// `NodeError::Backlog`.
+pub(crate) const BACKLOG_CODE: &str = "REDLOCK_BACKLOG";
+
 /// A connection to one node.
 #[derive(Clone)]
 pub(crate) enum Conn {
     /// Plain TCP, RESP2: our own.
     Lean(Arc<Lean>),
-    /// Anything else: the `redis` crate's.
-    Multiplexed(MultiplexedConnection),
+    /// Anything else: the `redis` crate's, and the mark its push channel sets when it ends.
+    Multiplexed(MultiplexedConnection, Arc<AtomicBool>),
 }
 
 impl Conn {
@@ -59,15 +104,13 @@ impl Conn {
         let info = client.get_connection_info();
         let settings = info.redis_settings();
         match info.addr() {
-            ConnectionAddr::Tcp(host, port) if settings.protocol() == ProtocolVersion::RESP2 => {
-                let mut lean = Lean::connect(host, *port, info.tcp_settings().nodelay()).await?;
+            ConnectionAddr::Tcp(host, port)
+                if settings.protocol() == ProtocolVersion::RESP2
+                    && !sets_linger(info.tcp_settings()) =>
+            {
+                let mut lean = Lean::connect(host, *port, info.tcp_settings()).await?;
                 if let Some(password) = settings.password() {
-                    let mut auth = redis::cmd("AUTH");
-                    if let Some(user) = settings.username() {
-                        auth.arg(user);
-                    }
-                    auth.arg(password);
-                    lean.request(&auth).await?.extract_error()?;
+                    lean.authenticate(settings.username(), password).await?;
                 }
                 if settings.db() != 0 {
                     lean.request(redis::cmd("SELECT").arg(settings.db()))
@@ -77,12 +120,66 @@ impl Conn {
                 }
                 Ok(Conn::Lean(Arc::new(lean)))
             }
-            _ => Ok(Conn::Multiplexed(
-                client
-                    .get_multiplexed_async_connection_with_config(config)
-                    .await?,
-            )),
+            _ => {
+                let ended = Arc::new(AtomicBool::new(false));
+                // Only a RESP3 connection takes a push channel.
+                let config = if settings.protocol() == ProtocolVersion::RESP2 {
+                    config.clone()
+                } else {
+                    config
+                        .clone()
+                        .set_push_sender(EndNotice(Arc::clone(&ended)))
+                };
+                let conn = client
+                    .get_multiplexed_async_connection_with_config(&config)
+                    .await?;
+                Ok(Conn::Multiplexed(conn, ended))
+            }
         }
+    }
+
+    /// Whether the connection is known to be gone: a request would fail without being
+    /// sent, so the node connects again first (see "Failure").
+    pub(crate) fn is_broken(&self) -> bool {
+        match self {
+            Conn::Lean(lean) => lean.shared.broken.load(Ordering::Acquire),
+            Conn::Multiplexed(_, ended) => ended.load(Ordering::Acquire),
+        }
+    }
+
+    /// Requests waiting for replies (for tests; the `redis` crate does not say).
+    #[cfg(test)]
+    pub(crate) fn pending(&self) -> Option<usize> {
+        match self {
+            Conn::Lean(lean) => Some(lean.shared.line().waiting.len()),
+            Conn::Multiplexed(..) => None,
+        }
+    }
+}
+
+/// Whether `settings` carry a linger time: `TcpSettings` has no getter for it, only its
+/// `Debug` shows it (see "Socket settings and authentication").
+fn sets_linger(settings: &TcpSettings) -> bool {
+    format!("{settings:?}").contains("linger_time: Some(")
+}
+
+/// The push channel of a multiplexed connection: marks it ended on the disconnection
+/// notice, and when the channel is dropped — with the connection's driver task, which is
+/// how a runtime that shut down ends it.
+struct EndNotice(Arc<AtomicBool>);
+
+impl AsyncPushSender for EndNotice {
+    fn send(&self, info: PushInfo) -> Result<(), SendError> {
+        if info.kind == PushKind::Disconnection {
+            self.0.store(true, Ordering::Release);
+        }
+        Ok(())
+    }
+}
+
+impl Drop for EndNotice {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
     }
 }
 
@@ -91,7 +188,7 @@ impl ConnectionLike for Conn {
         match self {
             // Queued now, in the caller's poll (see "Order").
             Conn::Lean(lean) => Box::pin(lean.request(cmd)),
-            Conn::Multiplexed(m) => m.req_packed_command(cmd),
+            Conn::Multiplexed(m, _) => m.req_packed_command(cmd),
         }
     }
 
@@ -109,14 +206,14 @@ impl ConnectionLike for Conn {
                     "pipelines are not supported on this connection",
                 )))
             }),
-            Conn::Multiplexed(m) => m.req_packed_commands(pipeline, offset, count),
+            Conn::Multiplexed(m, _) => m.req_packed_commands(pipeline, offset, count),
         }
     }
 
     fn get_db(&self) -> i64 {
         match self {
             Conn::Lean(lean) => lean.db,
-            Conn::Multiplexed(m) => m.get_db(),
+            Conn::Multiplexed(m, _) => m.get_db(),
         }
     }
 }
@@ -142,6 +239,8 @@ struct Shared {
     line: Mutex<Line>,
     /// Wakes the writer task when `Line::out` has bytes it must send.
     flush: Notify,
+    /// Set with `Line::broken`, readable without the lock (asked before every call).
+    broken: AtomicBool,
 }
 
 /// Requests on their way: bytes not yet written, and who waits for each reply, in order.
@@ -151,37 +250,87 @@ struct Line {
     /// The writer task owns `out` until it is empty.
     flushing: bool,
     /// Why the connection broke, once it has.
-    broken: Option<String>,
+    broken: Option<Break>,
+}
+
+/// Why a connection broke.
+#[derive(Debug, Clone)]
+enum Break {
+    /// The socket failed or closed, or a task of the connection ended.
+    Io(String),
+    /// The server sent bytes that are not RESP2, or a reply nobody asked for.
+    Protocol(String),
+}
+
+impl Break {
+    /// The error every request on the broken connection gets.
+    fn error(&self) -> RedisError {
+        match self {
+            Break::Io(why) => RedisError::from(io::Error::new(
+                io::ErrorKind::ConnectionAborted,
+                format!("connection broken: {why}"),
+            )),
+            // `Parse`: the node reports `NodeError::Protocol`, and reconnects.
+            Break::Protocol(why) => RedisError::from((
+                redis::ErrorKind::Parse,
+                "connection broken by a reply that is not RESP2",
+                why.clone(),
+            )),
+        }
+    }
 }
 
 impl Shared {
     fn line(&self) -> MutexGuard<'_, Line> {
         self.line.lock().unwrap_or_else(PoisonError::into_inner)
     }
-}
 
-impl Line {
     /// Fails every waiting request and every later one.
-    fn break_with(&mut self, why: String) {
-        for waiter in self.waiting.drain(..) {
-            let _ = waiter.send(Err(broken(&why)));
+    fn break_with(&self, why: Break) {
+        let mut line = self.line();
+        let why = line.broken.get_or_insert(why).clone();
+        self.broken.store(true, Ordering::Release);
+        for waiter in line.waiting.drain(..) {
+            let _ = waiter.send(Err(why.error()));
         }
-        self.out.clear();
-        self.broken.get_or_insert(why);
+        line.out.clear();
     }
 }
 
-fn broken(why: &str) -> RedisError {
-    RedisError::from(io::Error::new(
-        io::ErrorKind::ConnectionAborted,
-        format!("connection broken: {why}"),
-    ))
+/// Held by each task of a connection: breaks the connection when the task ends, whatever
+/// ends it — an error, an abort, or its runtime shutting down, which drops the task where
+/// it stands (see "Failure").
+struct BreakOnExit(Arc<Shared>);
+
+impl Drop for BreakOnExit {
+    fn drop(&mut self) {
+        self.0.break_with(Break::Io(
+            "its reader or writer task stopped (the runtime it was made on shut down?)".into(),
+        ));
+    }
+}
+
+/// The error a request gets when [`MAX_PENDING`] requests already wait.
+fn backlog() -> RedisError {
+    redis::make_extension_error(
+        BACKLOG_CODE.to_owned(),
+        Some(format!(
+            "{MAX_PENDING} requests already wait for replies on this connection"
+        )),
+    )
+}
+
+/// Whether an `AUTH user password` reply is a server before ACLs refusing the username
+/// (its `AUTH` takes one argument); the `redis` crate retries on the same words.
+fn refuses_username(reply: &Value) -> bool {
+    matches!(reply, Value::ServerError(e)
+        if e.details().is_some_and(|d| d.contains("wrong number of arguments for 'auth' command")))
 }
 
 impl Lean {
-    async fn connect(host: &str, port: u16, nodelay: bool) -> RedisResult<Lean> {
+    async fn connect(host: &str, port: u16, settings: &TcpSettings) -> RedisResult<Lean> {
         let stream = TcpStream::connect((host, port)).await?;
-        stream.set_nodelay(nodelay)?;
+        apply(&stream, settings)?;
         let (read, write) = stream.into_split();
         let shared = Arc::new(Shared {
             write,
@@ -192,14 +341,29 @@ impl Lean {
                 broken: None,
             }),
             flush: Notify::new(),
+            broken: AtomicBool::new(false),
         });
-        let reader = tokio::spawn(read_replies(read, Arc::clone(&shared))).abort_handle();
-        let writer = tokio::spawn(write_requests(Arc::clone(&shared))).abort_handle();
+        let reader = tokio::spawn(read_replies(read, BreakOnExit(Arc::clone(&shared))));
+        let writer = tokio::spawn(write_requests(BreakOnExit(Arc::clone(&shared))));
         Ok(Lean {
             shared,
-            tasks: [reader, writer],
+            tasks: [reader.abort_handle(), writer.abort_handle()],
             db: 0,
         })
+    }
+
+    /// `AUTH [user] password`; without the user if the server predates ACLs.
+    async fn authenticate(&self, user: Option<&str>, password: &str) -> RedisResult<()> {
+        if let Some(user) = user {
+            let reply = self
+                .request(redis::cmd("AUTH").arg(user).arg(password))
+                .await?;
+            if !refuses_username(&reply) {
+                return reply.extract_error().map(drop);
+            }
+        }
+        let reply = self.request(redis::cmd("AUTH").arg(password)).await?;
+        reply.extract_error().map(drop)
     }
 
     /// Queues `cmd` now and returns its reply (a server error is a `Value::ServerError`,
@@ -210,14 +374,17 @@ impl Lean {
         async move {
             early?;
             rx.await
-                .unwrap_or_else(|_| Err(broken("the connection was dropped")))
+                .unwrap_or_else(|_| Err(Break::Io("the connection was dropped".into()).error()))
         }
     }
 
     fn enqueue(&self, cmd: &Cmd, reply: oneshot::Sender<RedisResult<Value>>) -> RedisResult<()> {
         let mut line = self.shared.line();
         if let Some(why) = &line.broken {
-            return Err(broken(why));
+            return Err(why.error());
+        }
+        if line.waiting.len() >= MAX_PENDING {
+            return Err(backlog());
         }
         cmd.write_packed_command(&mut line.out);
         line.waiting.push_back(reply);
@@ -237,7 +404,8 @@ impl Lean {
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
             Err(e) => {
-                line.break_with(format!("write: {e}"));
+                drop(line);
+                self.shared.break_with(Break::Io(format!("write: {e}")));
                 return Ok(()); // the reply channel carries the error
             }
         }
@@ -249,8 +417,21 @@ impl Lean {
     }
 }
 
+/// Applies `settings` to a new socket, as the `redis` crate does to its own.
+fn apply(stream: &TcpStream, settings: &TcpSettings) -> io::Result<()> {
+    stream.set_nodelay(settings.nodelay())?;
+    let socket = socket2::SockRef::from(stream);
+    if let Some(keepalive) = settings.keepalive() {
+        socket.set_tcp_keepalive(keepalive)?;
+    }
+    #[cfg(any(target_os = "android", target_os = "fuchsia", target_os = "linux"))]
+    socket.set_tcp_user_timeout(settings.user_timeout())?;
+    Ok(())
+}
+
 /// Sends `Line::out` whenever asked, until the connection breaks.
-async fn write_requests(shared: Arc<Shared>) {
+async fn write_requests(guard: BreakOnExit) {
+    let shared = &guard.0;
     loop {
         shared.flush.notified().await;
         loop {
@@ -270,14 +451,13 @@ async fn write_requests(shared: Arc<Shared>) {
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => false,
                     Err(e) => {
-                        line.break_with(format!("write: {e}"));
-                        return;
+                        drop(line);
+                        return shared.break_with(Break::Io(format!("write: {e}")));
                     }
                 }
             };
             if !written && let Err(e) = shared.write.writable().await {
-                shared.line().break_with(format!("write: {e}"));
-                return;
+                return shared.break_with(Break::Io(format!("write: {e}")));
             }
         }
     }
@@ -287,33 +467,33 @@ async fn write_requests(shared: Arc<Shared>) {
 const READ_CHUNK: usize = 16 * 1024;
 
 /// Reads replies and hands each to the request at the front of the line.
-async fn read_replies(read: OwnedReadHalf, shared: Arc<Shared>) {
+async fn read_replies(read: OwnedReadHalf, guard: BreakOnExit) {
+    let shared = &guard.0;
     let mut buf: Vec<u8> = Vec::with_capacity(READ_CHUNK);
     let mut chunk = vec![0u8; READ_CHUNK];
     loop {
         if let Err(e) = read.readable().await {
-            return shared.line().break_with(format!("read: {e}"));
+            return shared.break_with(Break::Io(format!("read: {e}")));
         }
         match read.try_read(&mut chunk) {
-            Ok(0) => return shared.line().break_with("closed by the server".into()),
+            Ok(0) => return shared.break_with(Break::Io("closed by the server".into())),
             Ok(n) => buf.extend_from_slice(chunk.get(..n).unwrap_or_default()),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-            Err(e) => return shared.line().break_with(format!("read: {e}")),
+            Err(e) => return shared.break_with(Break::Io(format!("read: {e}"))),
         }
         let mut start = 0;
         loop {
             let end = match frame_end(&buf, start) {
                 Ok(Some(end)) => end,
                 Ok(None) => break,
-                Err(why) => return shared.line().break_with(why),
+                Err(why) => return shared.break_with(Break::Protocol(why)),
             };
             let reply = redis::parse_redis_value(buf.get(start..end).unwrap_or_default());
             start = end;
-            let mut line = shared.line();
-            let Some(waiter) = line.waiting.pop_front() else {
-                return line.break_with("a reply nobody asked for".into());
+            let next = shared.line().waiting.pop_front();
+            let Some(waiter) = next else {
+                return shared.break_with(Break::Protocol("a reply nobody asked for".into()));
             };
-            drop(line);
             // A caller that gave up (its deadline passed) dropped its receiver.
             let _ = waiter.send(reply);
         }
@@ -475,7 +655,7 @@ mod tests {
     #[tokio::test]
     async fn replies_reach_their_requests_in_order() {
         let port = fake_server(b":7\r\n").await;
-        let lean = Lean::connect("127.0.0.1", port, true)
+        let lean = Lean::connect("127.0.0.1", port, &TcpSettings::default().set_nodelay(true))
             .await
             .expect("connect");
         let cmd = redis::cmd("PING");
@@ -492,17 +672,163 @@ mod tests {
     #[tokio::test]
     async fn a_reply_that_is_not_resp2_breaks_the_connection_for_good() {
         let port = fake_server(b"%1\r\n").await;
-        let lean = Lean::connect("127.0.0.1", port, true)
+        let lean = Lean::connect("127.0.0.1", port, &TcpSettings::default().set_nodelay(true))
             .await
             .expect("connect");
         let cmd = redis::cmd("PING");
         let first = soon(lean.request(&cmd)).await.expect_err("garbage");
-        assert!(first.is_io_error(), "{first}");
+        assert_eq!(first.kind(), redis::ErrorKind::Parse, "{first}");
+        assert!(matches!(
+            crate::NodeError::from_redis(&first),
+            crate::NodeError::Protocol(_)
+        ));
         let later = soon(lean.request(&cmd)).await.expect_err("still broken");
         assert!(
-            later.is_io_error() && later.to_string().contains("unknown type"),
+            later.kind() == redis::ErrorKind::Parse && later.to_string().contains("unknown type"),
             "{later}"
         );
+        assert!(Conn::Lean(Arc::new(lean)).is_broken());
+    }
+
+    /// A listener that accepts connections and never reads from them (a stopped server:
+    /// the kernel takes bytes until its buffers fill). Stops with the test's runtime.
+    async fn deaf_server() -> u16 {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((sock, _)) = listener.accept().await {
+                held.push(sock);
+            }
+        });
+        port
+    }
+
+    #[tokio::test]
+    async fn a_full_line_refuses_at_once_and_stays_bounded() {
+        let port = deaf_server().await;
+        let lean = Lean::connect("127.0.0.1", port, &TcpSettings::default())
+            .await
+            .expect("connect");
+        let cmd = redis::cmd("PING");
+        // Callers that give up at once: their requests stay in line.
+        for _ in 0..MAX_PENDING {
+            drop(lean.request(&cmd));
+        }
+        let conn = Conn::Lean(Arc::new(lean));
+        let Conn::Lean(lean) = &conn else {
+            unreachable!()
+        };
+        for _ in 0..3 {
+            let refused = soon(lean.request(&cmd)).await.expect_err("full");
+            assert_eq!(refused.code(), Some(BACKLOG_CODE), "{refused}");
+            assert_eq!(
+                crate::NodeError::from_redis(&refused),
+                crate::NodeError::Backlog(MAX_PENDING)
+            );
+        }
+        assert_eq!(conn.pending(), Some(MAX_PENDING));
+        // Full is not broken: the node keeps the connection, it drains when answered.
+        assert!(!conn.is_broken());
+    }
+
+    #[test]
+    fn a_runtime_that_shuts_down_breaks_its_connections() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let server = std::thread::spawn(move || listener.accept().map(|(sock, _)| sock));
+        let first = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let lean = first
+            .block_on(Lean::connect("127.0.0.1", port, &TcpSettings::default()))
+            .expect("connect");
+        let _accepted = server.join().expect("no panic").expect("accept");
+        let conn = Conn::Lean(Arc::new(lean));
+        assert!(!conn.is_broken());
+        drop(first);
+        assert!(conn.is_broken(), "its tasks died with their runtime");
+        let Conn::Lean(lean) = &conn else {
+            unreachable!()
+        };
+        let second = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let err = second
+            .block_on(soon(lean.request(&redis::cmd("PING"))))
+            .expect_err("broken");
+        assert!(
+            err.is_io_error() && err.to_string().contains("runtime"),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn tcp_settings_reach_the_socket() {
+        let port = deaf_server().await;
+        let keepalive = socket2::TcpKeepalive::new()
+            .with_time(std::time::Duration::from_secs(7))
+            .with_interval(std::time::Duration::from_secs(3))
+            .with_retries(4);
+        let settings = TcpSettings::default()
+            .set_nodelay(true)
+            .set_keepalive(keepalive)
+            .set_user_timeout(std::time::Duration::from_millis(4321));
+        let info =
+            redis::IntoConnectionInfo::into_connection_info(format!("redis://127.0.0.1:{port}"))
+                .expect("url")
+                .set_tcp_settings(settings);
+        let client = Client::open(info).expect("client");
+        let conn = soon(Conn::connect(&client, &AsyncConnectionConfig::new()))
+            .await
+            .expect("connect");
+        let Conn::Lean(lean) = &conn else {
+            panic!("redis:// over TCP is lean")
+        };
+        let socket = socket2::SockRef::from(lean.shared.write.as_ref());
+        assert!(socket.tcp_nodelay().expect("nodelay"));
+        assert!(socket.keepalive().expect("keepalive"));
+        assert_eq!(
+            socket.tcp_keepalive_time().expect("time"),
+            std::time::Duration::from_secs(7)
+        );
+        assert_eq!(
+            socket.tcp_keepalive_interval().expect("interval"),
+            std::time::Duration::from_secs(3)
+        );
+        assert_eq!(socket.tcp_keepalive_retries().expect("retries"), 4);
+        assert_eq!(
+            socket.tcp_user_timeout().expect("user timeout"),
+            Some(std::time::Duration::from_millis(4321))
+        );
+    }
+
+    #[test]
+    fn a_linger_time_is_seen() {
+        assert!(!sets_linger(&TcpSettings::default()));
+        assert!(!sets_linger(&TcpSettings::default().set_nodelay(true)));
+        assert!(sets_linger(
+            &TcpSettings::default().set_linger_time(std::time::Duration::ZERO)
+        ));
+    }
+
+    #[test]
+    fn only_a_username_refused_for_its_argument_count_is_retried() {
+        let reply = |text: &str| match redis::parse_redis_value(text.as_bytes()) {
+            Ok(v) => v,
+            Err(e) => panic!("{e}"),
+        };
+        assert!(refuses_username(&reply(
+            "-ERR wrong number of arguments for 'auth' command\r\n"
+        )));
+        assert!(!refuses_username(&reply(
+            "-WRONGPASS invalid username-password pair or user is disabled.\r\n"
+        )));
+        assert!(!refuses_username(&reply("+OK\r\n")));
     }
 
     #[tokio::test]
@@ -515,7 +841,7 @@ mod tests {
             let (sock, _) = listener.accept().await.expect("accept");
             drop(sock);
         });
-        let lean = Lean::connect("127.0.0.1", port, true)
+        let lean = Lean::connect("127.0.0.1", port, &TcpSettings::default().set_nodelay(true))
             .await
             .expect("connect");
         let err = soon(lean.request(&redis::cmd("PING")))

@@ -117,9 +117,24 @@ pub enum NodeError {
     /// The server refused our credentials.
     #[error("authentication failed: {0}")]
     Auth(String),
-    /// The node answered something the protocol does not allow here.
-    #[error("unexpected reply: {0}")]
+    /// The node answered something the protocol does not allow here: bytes that are not
+    /// RESP2 on the lean connection (which then connects again), or a reply of a type the
+    /// command cannot return. Something other than a Redis or Valkey primary may be
+    /// listening at that address, or a proxy in between mangles replies.
+    #[error("unexpected reply: {0}; is a Redis or Valkey primary listening at this address?")]
     Protocol(String),
+    /// The node's connection already has this many requests waiting for replies: the
+    /// server stopped answering (stopped, swapping, busy in a long script), and callers
+    /// that gave up left their requests in line, as their replies must still be read to
+    /// keep later replies matched. This request was refused at once, without being sent
+    /// (waiting for room would cost it its place in line). The node takes requests again
+    /// once the server answers what waits, or the connection breaks. Only the crate's own
+    /// connection (`redis://` over TCP, RESP2) refuses so; on the `redis` crate's, a
+    /// request waits for room until its deadline ([`NodeError::Timeout`]).
+    #[error(
+        "{0} requests already wait for this node's replies (is it stopped or overloaded?); refused without sending; it recovers once the node answers again"
+    )]
+    Backlog(usize),
     /// The node is the same server (same `run_id`) as the node at this address, reached
     /// under another name: its vote is not counted twice.
     #[error(
@@ -138,7 +153,13 @@ pub enum NodeError {
 
 impl NodeError {
     pub(crate) fn from_redis(err: &redis::RedisError) -> Self {
+        if err.code() == Some(crate::conn::BACKLOG_CODE) {
+            return NodeError::Backlog(crate::conn::MAX_PENDING);
+        }
         let text = err.to_string();
+        if err.kind() == redis::ErrorKind::Parse {
+            return NodeError::Protocol(text);
+        }
         let lower = text.to_ascii_lowercase();
         if lower.contains("noauth")
             || lower.contains("wrongpass")

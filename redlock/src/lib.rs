@@ -77,6 +77,14 @@
 //! in. The clean-up is tracked like every other background task ([`Redlock::shutdown`]
 //! waits for it).
 //!
+//! Releases are cancel-safe too: a dropped [`Lease::release`] or
+//! [`RenewingLease::release`] future has the outcome of a dropped lease (the deletes go
+//! out in the background). A dropped or failed extend leaves the lease valid only until
+//! the earlier of its old end and the extend's own (`start + ttl − drift`): the extend may
+//! have reached some nodes, and if its TTL was shorter than what was left (an
+//! [`Lease::extend_for`] with less time, or the client's TTL after a longer one) it
+//! shortened the keys there.
+//!
 //! The clean-up needs a Tokio runtime to run on: it is spawned on the runtime current at
 //! the drop ([`tokio::runtime::Handle::try_current`]). A future dropped outside any runtime
 //! (after the runtime itself has shut down, or from a plain thread) cannot clean up;
@@ -181,6 +189,11 @@ pub use lease::{Lease, NodeOutcome, NodeReport, ReleaseOutcome, ReleaseReport};
 pub use renew::{LeaseStatus, LossReason, RenewOptions, RenewingLease};
 pub use retry::RetryPolicy;
 pub use validity::quorum;
+
+/// The `redis` crate this one is built on: its `Client` is what
+/// [`Redlock::builder_from_clients`] takes (with its `TcpSettings`, TLS and RESP3 options),
+/// so use this re-export to make one of a version that fits.
+pub use redis;
 
 /// The crate README's example, compiled as a doctest so it cannot rot.
 #[cfg(doctest)]

@@ -26,7 +26,10 @@
 //!   else: shut down, empty resource name, fence exhausted). A timed-out `acquire` counts
 //!   as the outcome of its last attempt.
 //! - `kind`: `timeout`, `redis` (an error reply or a broken connection), `auth`,
-//!   `protocol`, `same_server` (see [`NodeError`]).
+//!   `protocol` (a reply that is not RESP2, or of the wrong type), `backlog` (the node's
+//!   connection is full of requests it has not answered), `same_server`, `fence_ahead` (a
+//!   fence write found the counter already at or above the token: the attempt is refused)
+//!   (see [`NodeError`]).
 //! - `node`: the node's `host:port`.
 //! - `reason`: `expired`, `gone`, `max_hold`, `shutdown` (see [`LossReason`]).
 //!
@@ -189,6 +192,7 @@ pub(crate) fn node_error(node: &str, error: &NodeError) {
             NodeError::Protocol(_) => "protocol",
             NodeError::SameServer(_) => "same_server",
             NodeError::FenceAhead(_) => "fence_ahead",
+            NodeError::Backlog(_) => "backlog",
         };
         ::metrics::counter!(NODE_ERRORS_TOTAL, "node" => node.to_owned(), "kind" => kind)
             .increment(1);

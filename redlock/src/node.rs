@@ -9,12 +9,14 @@
 //! but not while the connection is being made: requests waiting for it would be sent in
 //! whatever order their tasks wake up (a reconnecting `redis::aio::ConnectionManager` has
 //! that gap). So each node has a fair (first-come, first-served) gate: a call takes it,
-//! connects if there is no connection, and hands its request to the pipeline — one poll of
-//! the request future — before letting the next call through. Replies are awaited outside
+//! connects if there is no connection (or the one it has is known to be broken, see
+//! `conn`), and hands its request to the pipeline — one poll of the request future —
+//! before letting the next call through. Replies are awaited outside
 //! the gate, so calls still overlap on the wire. Two things would let a request wait
 //! *without* a place in line, and both are ruled out: a full request channel inside the
 //! `redis` crate's connection (at most [`MAX_IN_FLIGHT`] calls pass the gate, and the
-//! channel has room for that many; ours has no channel to fill), and Tokio's cooperative
+//! channel has room for that many; ours has no channel, and refuses a request at once when
+//! its line is full rather than letting it wait), and Tokio's cooperative
 //! budget (the ordered part of a call runs unconstrained). Background
 //! work (a clean-up, a dropped lease's release) is polled once where it starts, before it
 //! is spawned, so it takes its place in line before the caller's next call.
@@ -130,6 +132,9 @@ pub(crate) struct Node {
     same_as: OnceLock<String>,
     native_delete: OnceLock<NativeDelete>,
     probing: AtomicBool,
+    /// The generation counter when the last probe ended without telling (ACL denies
+    /// `COMMAND`, …): no new probe until a new connection (see [`Node::native_delete`]).
+    probed: AtomicU64,
     resolved: Vec<SocketAddr>,
     /// How long making a connection may take.
     connect_budget: Duration,
@@ -171,6 +176,7 @@ impl Node {
             same_as: OnceLock::new(),
             native_delete: OnceLock::new(),
             probing: AtomicBool::new(false),
+            probed: AtomicU64::new(u64::MAX),
             resolved,
             connect_budget,
             in_flight: Arc::new(tokio::sync::Semaphore::new(MAX_IN_FLIGHT)),
@@ -292,23 +298,41 @@ impl Node {
 
     /// The connection, made now if there is none: waits (holding the gate) for the
     /// connecting task, which goes on if this call is dropped.
+    ///
+    /// A connection known to be broken counts as none (the server closed it while idle,
+    /// restarted, killed it; or the runtime its tasks ran on shut down): nothing has been
+    /// sent for this call yet, and the gate is held, so connecting again here keeps the
+    /// order of calls and spares the call a certain failure. So does a connecting task
+    /// cancelled with its runtime.
     async fn connection(&self, slot: &mut Slot) -> RedisResult<(u64, Conn)> {
-        if let Slot::Empty = slot {
-            *slot = Slot::Connecting(tokio::spawn(Self::connect(
-                self.client.clone(),
-                self.config.clone(),
-                self.connect_budget,
-            )));
+        if matches!(slot, Slot::Ready(_, c) if c.is_broken()) {
+            *slot = Slot::Empty;
         }
-        let made = match slot {
-            Slot::Ready(g, c) => return Ok((*g, c.clone())),
-            Slot::Connecting(task) => task.await,
-            Slot::Empty => Ok(Err(RedisError::from((
-                redis::ErrorKind::Io,
-                "no connection",
-            )))),
+        let mut tries = 0u8;
+        let made = loop {
+            if let Slot::Empty = slot {
+                *slot = Slot::Connecting(tokio::spawn(Self::connect(
+                    self.client.clone(),
+                    self.config.clone(),
+                    self.connect_budget,
+                )));
+            }
+            let made = match slot {
+                Slot::Ready(g, c) => return Ok((*g, c.clone())),
+                Slot::Connecting(task) => task.await,
+                Slot::Empty => Ok(Err(RedisError::from((
+                    redis::ErrorKind::Io,
+                    "no connection",
+                )))),
+            };
+            *slot = Slot::Empty;
+            tries = tries.saturating_add(1);
+            match made {
+                // Started on a runtime that has shut down since: start one on ours.
+                Err(join) if join.is_cancelled() && tries < 2 => continue,
+                made => break made,
+            }
         };
-        *slot = Slot::Empty;
         let (conn, run_id) = made.map_err(|join| {
             RedisError::from((
                 redis::ErrorKind::Io,
@@ -360,23 +384,39 @@ impl Node {
     /// The native compare-and-delete this server is known to offer. Until a probe has
     /// answered, the Lua script is used (it works everywhere) and a probe is started in
     /// the background, so a release never waits on detection.
+    ///
+    /// A probe that gets no usable answer other than a timeout (ACL denies `COMMAND`, a
+    /// renamed command) is not repeated on the same connection: every release would
+    /// otherwise send it again, and each denial lands in the server's `ACL LOG` and in
+    /// the auth-error metrics. A new connection (a restart may have brought an upgrade or
+    /// other rules) is probed once more.
     pub(crate) fn native_delete(self: &Arc<Self>, timeout: Duration) -> NativeDelete {
         if let Some(n) = self.native_delete.get() {
             return *n;
         }
+        if self.probed.load(Ordering::Acquire) == self.generation.load(Ordering::Acquire) {
+            return NativeDelete::None;
+        }
         if !self.probing.swap(true, Ordering::AcqRel) {
             let node = Arc::clone(self);
             tokio::spawn(async move {
-                if let Some(found) = node.probe_native_delete(timeout).await {
-                    let _ = node.native_delete.set(found);
+                // Also when the task is dropped unfinished (its runtime shut down).
+                let _probing = ClearOnDrop(&node.probing);
+                match node.probe_native_delete(timeout).await {
+                    Ok(found) => {
+                        let _ = node.native_delete.set(found);
+                    }
+                    Err(e) if e.is_timeout() => {}
+                    Err(_) => node
+                        .probed
+                        .store(node.generation.load(Ordering::Acquire), Ordering::Release),
                 }
-                node.probing.store(false, Ordering::Release);
             });
         }
         NativeDelete::None
     }
 
-    async fn probe_native_delete(&self, timeout: Duration) -> Option<NativeDelete> {
+    async fn probe_native_delete(&self, timeout: Duration) -> Result<NativeDelete, NodeError> {
         let (reply, _) = self
             .call(timeout, |mut c| async move {
                 redis::cmd("COMMAND")
@@ -387,17 +427,28 @@ impl Node {
                     .await
             })
             .await;
-        let Ok(redis::Value::Array(items)) = reply else {
-            return None;
+        let redis::Value::Array(items) = reply? else {
+            return Err(NodeError::Protocol(
+                "COMMAND INFO did not answer with an array".into(),
+            ));
         };
         let known = |i: usize| !matches!(items.get(i), None | Some(redis::Value::Nil));
-        Some(if known(0) {
+        Ok(if known(0) {
             NativeDelete::DelIfEq
         } else if known(1) {
             NativeDelete::DelEx
         } else {
             NativeDelete::None
         })
+    }
+}
+
+/// Clears a flag when dropped.
+struct ClearOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for ClearOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
     }
 }
 
