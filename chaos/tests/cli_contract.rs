@@ -138,9 +138,12 @@ impl Sandbox {
         c
     }
 
-    /// Live processes carrying the mark.
+    /// Live processes carrying the mark, or working in or naming the sandbox (Valkey and
+    /// Redis overwrite their environment with their process title, so a server is found
+    /// by its working directory, its data dir under the sandbox).
     fn marked(&self) -> Vec<String> {
         let needle = format!("{MARK}={}", self.mark);
+        let root = self.path().to_string_lossy().into_owned();
         let mut out = Vec::new();
         for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
@@ -152,12 +155,14 @@ impl Sandbox {
                 continue;
             }
             let env = std::fs::read(entry.path().join("environ")).unwrap_or_default();
-            if env.split(|b| *b == 0).any(|v| v == needle.as_bytes()) {
-                let cmd = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
-                out.push(format!(
-                    "{p}: {}",
-                    String::from_utf8_lossy(&cmd).replace('\0', " ")
-                ));
+            let cmd = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            let cwd = std::fs::read_link(entry.path().join("cwd")).unwrap_or_default();
+            if env.split(|b| *b == 0).any(|v| v == needle.as_bytes())
+                || cwd.starts_with(self.path())
+                || cmd.contains(&root)
+            {
+                out.push(format!("{p}: {cmd} (in {})", cwd.display()));
             }
         }
         out
