@@ -140,7 +140,7 @@ fn a_signal_during_the_hold_releases_the_lease_and_exits_2() {
             .expect("admin connection")
     };
     for signal in [Signal::SIGTERM, Signal::SIGHUP] {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_chaos"))
+        let child = Command::new(env!("CARGO_BIN_EXE_chaos"))
             .args([
                 "lock",
                 "--resource",
