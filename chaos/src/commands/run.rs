@@ -255,7 +255,7 @@ fn check(args: &RunArgs) -> Result<(Option<Stack>, Vec<Scenario>), CommandError>
     match &args.report {
         Some(dir) => checks::writable_dir("--report", dir)?,
         None => checks::writable_dir(
-            "the default report directory",
+            "--report (default target/chaos/<run-id>)",
             Path::new(DEFAULT_REPORT_ROOT),
         )?,
     }
