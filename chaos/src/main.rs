@@ -21,8 +21,17 @@
 //! |---|---|
 //! | 0 | done; every expectation met (`--help` and `--version` too) |
 //! | 1 | a safety expectation failed (`run`, `report --exit-code`, `fencing-table`), or `lock` was not granted |
-//! | 2 | the harness failed: a server, container, proxy or database could not be run or reached |
-//! | 64 | usage: the command line is wrong (`EX_USAGE`); nothing was started |
+//! | 2 | the harness failed: a server, container, proxy or database could not be run or reached; or SIGINT, SIGTERM or SIGHUP stopped the command (after removing what it started) |
+//! | 64 | usage: the command line, or a file or directory it names, is wrong (`EX_USAGE`); found before anything was started |
+//!
+//! The checks behind 64 live with each subcommand (`commands::run::check`, ...); the
+//! mapping is [`redlock_chaos::commands::CommandError::exit_code`].
+//!
+//! # Output
+//! stdout carries the result: a table, or with `--json` JSON alone (`run`, `bench`,
+//! `fencing-table`, `lock`, `scenarios`, `up`). `--json-out FILE` writes the JSON to a
+//! file as well (`bench`, `fencing-table`). Progress goes to stderr (bars on a terminal,
+//! plain lines otherwise); log lines only what `RUST_LOG` asks for (errors by default).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -37,6 +46,8 @@ use redlock_chaos::cluster::{
 use redlock_chaos::commands::fencing_table::{self, FencingTableArgs};
 use redlock_chaos::commands::lock::{self, LockArgs};
 use redlock_chaos::commands::run::{self as run_cmd, RunArgs};
+use redlock_chaos::commands::signals::Interrupt;
+use redlock_chaos::commands::{CommandError, EXIT_HARNESS, EXIT_SAFETY, EXIT_USAGE, checks};
 use redlock_chaos::run::worker_proc::{self, WorkerArgs};
 
 #[derive(Debug, Parser)]
@@ -45,7 +56,7 @@ use redlock_chaos::run::worker_proc::{self, WorkerArgs};
     version,
     propagate_version = true,
     about = "Chaos rig for fenced-redlock",
-    after_help = "Exit codes: 0 pass, 1 a safety expectation failed, 2 the harness failed, 64 usage error."
+    after_help = after_help()
 )]
 struct Cli {
     #[command(subcommand)]
@@ -188,7 +199,7 @@ fn scenarios(args: ScenariosArgs) -> Result<(), Box<dyn std::error::Error>> {
     if let Some(name) = &args.toml {
         let s = find(name).ok_or_else(|| {
             let known: Vec<&str> = SCENARIOS.iter().map(|s| s.name.as_str()).collect();
-            UsageError(format!(
+            CommandError::Usage(format!(
                 "--toml {name}: no such scenario; use one of {}",
                 known.join(", ")
             ))
@@ -198,7 +209,10 @@ fn scenarios(args: ScenariosArgs) -> Result<(), Box<dyn std::error::Error>> {
     }
     for s in SCENARIOS.iter() {
         let work = match s.work {
-            Work::Run => "sections: --work (5 ms)".to_owned(),
+            Work::Run => format!(
+                "sections: {} ms of work",
+                redlock_chaos::run::DEFAULT_WORK.as_millis()
+            ),
             Work::Fixed(d) => format!("sections: {} ms of work", d.as_millis()),
             Work::ToValidity => format!(
                 "sections: work until {:.0}-{:.0} % of the TTL before the reported validity ends",
@@ -206,8 +220,21 @@ fn scenarios(args: ScenariosArgs) -> Result<(), Box<dyn std::error::Error>> {
                 redlock_chaos::run::chaos_workload::TO_VALIDITY_MARGIN * 100.0
             ),
         };
+        let minimum = redlock_chaos::run::needs::minimum_duration(
+            s,
+            redlock_chaos::run::DEFAULT_WORKERS,
+            redlock_chaos::run::DEFAULT_TTL,
+        );
+        let minimum = if minimum.is_zero() {
+            String::new()
+        } else {
+            format!(
+                " [--duration {} or more]",
+                humantime::format_duration(minimum)
+            )
+        };
         println!(
-            "{:<20} {}  [{work}] [expect: {}]",
+            "{:<20} {}  [{work}] [expect: {}]{minimum}",
             s.name,
             s.about,
             s.expectation.describe()
@@ -256,6 +283,10 @@ struct UpArgs {
     /// another process (or another host).
     #[arg(long, value_name = "FILE")]
     stack_out: Option<PathBuf>,
+    /// Print what came up as JSON on stdout (run id, node URLs, proxy API, files) instead
+    /// of text with an `export REDLOCK_NODES=...` line.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -280,9 +311,12 @@ struct BenchArgs {
     /// Few samples, 2 s throughput: exercises every path in well under a minute.
     #[arg(long)]
     quick: bool,
-    /// Also write the report as JSON to this file.
+    /// Print the report as JSON on stdout, and nothing else there (the table goes to stderr).
     #[arg(long)]
-    json: Option<PathBuf>,
+    json: bool,
+    /// Also write the report as JSON to FILE (checked for writing before anything starts).
+    #[arg(long, value_name = "FILE")]
+    json_out: Option<PathBuf>,
     /// Server implementation of the 5 local primaries.
     #[arg(long, value_enum, default_value_t = Flavour::Valkey)]
     flavour: Flavour,
@@ -298,8 +332,13 @@ struct BenchArgs {
     cases: Vec<redlock_chaos::bench::Case>,
 }
 
-async fn bench(args: BenchArgs) -> Result<(), redlock_chaos::bench::BenchError> {
+/// `chaos bench`: settings checked first (exit 64), then the run, stoppable by SIGINT,
+/// SIGTERM or SIGHUP.
+async fn bench(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     use redlock_chaos::bench::{self, BenchConfig, BenchError};
+    if let Some(path) = &args.json_out {
+        checks::writable_file("--json-out", path)?;
+    }
     let mut config = BenchConfig::new(args.quick);
     config.flavour = args.flavour;
     config.appendfsync = args.appendfsync;
@@ -309,23 +348,48 @@ async fn bench(args: BenchArgs) -> Result<(), redlock_chaos::bench::BenchError> 
     if !args.cases.is_empty() {
         config.cases = args.cases;
     }
-    // Ctrl-C drops the run, whose guards stop the servers (thawing a frozen one first), the
-    // proxy and PostgreSQL; its default action would leave them running.
+    // A signal drops the run, whose guards stop the servers (thawing a frozen one first),
+    // the proxy and PostgreSQL; the default action would leave them running.
+    let mut interrupt = Interrupt::listen()?;
     let report = tokio::select! {
         r = bench::run(&config) => r?,
-        _ = tokio::signal::ctrl_c() => return Err(BenchError::Interrupted),
+        signal = interrupt.recv() => return Err(BenchError::Interrupted { signal }.into()),
     };
-    print!("{}", bench::table::render(&report));
-    if let Some(path) = &args.json {
+    let json = || serde_json::to_string_pretty(&report).map_err(std::io::Error::other);
+    if let Some(path) = &args.json_out {
         let io = |source| BenchError::Io {
             action: format!("writing {}", path.display()),
             source,
         };
-        let text =
-            serde_json::to_string_pretty(&report).map_err(|e| io(std::io::Error::other(e)))?;
-        std::fs::write(path, text).map_err(io)?;
+        std::fs::write(path, json().map_err(io)?).map_err(io)?;
+    }
+    let table = bench::table::render(&report);
+    if args.json {
+        eprint!("{table}");
+        println!("{}", json()?);
+    } else {
+        print!("{table}");
     }
     Ok(())
+}
+
+fn after_help() -> String {
+    format!(
+        "Exit codes: 0 pass, 1 a safety expectation failed, 2 the harness failed (or a signal stopped the command), 64 a setting to change (nothing was started).\n\n{}",
+        redlock_chaos::commands::environment::help()
+    )
+}
+
+/// The log filter when `RUST_LOG` is not set: errors only (a failed teardown, a fault
+/// left unhealed), so stderr is the commands' own progress lines. `chaos toxiproxy` is a
+/// server whose log is its output, as Toxiproxy's is.
+fn default_log_filter(command: &Command) -> &'static str {
+    match command {
+        Command::Toxiproxy(_) => "info",
+        // Expected while nodes are killed: the proxy's per-connection warnings.
+        Command::Run(_) | Command::Up(_) | Command::Bench(_) => "error,redlock_chaos::proxy=off",
+        _ => "error",
+    }
 }
 
 #[tokio::main]
@@ -342,30 +406,19 @@ async fn main() -> ExitCode {
             };
         }
     };
-    // `chaos run` prints its own progress; the proxy's per-connection warnings (expected
-    // while nodes are killed) and the nemesis's info lines would drown it.
-    let default_filter = match cli.command {
-        Command::Run(_) => "warn,redlock_chaos::proxy=error,redlock_chaos::run=info",
-        Command::Worker(_) | Command::ToxiproxyHealth(_) => "warn",
-        _ => "info",
-    };
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter)),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+                tracing_subscriber::EnvFilter::new(default_log_filter(&cli.command))
+            }),
         )
         .with_writer(std::io::stderr)
         // Colour codes only where a terminal shows them, not in CI logs or files.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let result: Result<(), Box<dyn std::error::Error>> = match cli.command {
-        Command::Toxiproxy(args) => match args.api_addr() {
-            Ok(addr) => redlock_chaos::proxy::run(addr, &args.options())
-                .await
-                .map_err(Into::into),
-            Err(e) => Err(e.into()),
-        },
-        Command::Up(args) => up(args).await.map_err(Into::into),
+        Command::Toxiproxy(args) => toxiproxy(args).await,
+        Command::Up(args) => up(args).await,
         Command::Down(args) => down(args).await,
         Command::Images => redlock_chaos::commands::images::run()
             .await
@@ -378,6 +431,9 @@ async fn main() -> ExitCode {
         Command::FencingTable(args) => {
             return match fencing_table::run(args).await {
                 Ok(outcome) => {
+                    if let Some(table) = &outcome.table_for_stderr {
+                        eprint!("{table}");
+                    }
                     print!("{}", outcome.text);
                     for f in &outcome.safety_failures {
                         eprintln!("chaos: safety: {f}");
@@ -385,13 +441,10 @@ async fn main() -> ExitCode {
                     if outcome.safety_failures.is_empty() {
                         ExitCode::SUCCESS
                     } else {
-                        ExitCode::FAILURE
+                        ExitCode::from(EXIT_SAFETY)
                     }
                 }
-                Err(e) => {
-                    eprintln!("chaos: {e}");
-                    ExitCode::from(EXIT_HARNESS)
-                }
+                Err(e) => fail(&e),
             };
         }
         Command::Report(args) => return report(args),
@@ -399,44 +452,52 @@ async fn main() -> ExitCode {
             return match lock::run(args).await {
                 Ok((out, acquired)) => {
                     println!("{out}");
+                    // Not granted: the one 1 that is not a safety verdict (see the table).
                     if acquired {
                         ExitCode::SUCCESS
                     } else {
-                        ExitCode::FAILURE
+                        ExitCode::from(EXIT_SAFETY)
                     }
                 }
-                Err(e) => {
-                    eprintln!("chaos: {e}");
-                    ExitCode::from(EXIT_HARNESS)
-                }
+                Err(e) => fail(&e),
             };
         }
-        Command::Bench(args) => bench(args).await.map_err(Into::into),
+        Command::Bench(args) => bench(args).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("chaos: {e}");
-            if e.downcast_ref::<UsageError>().is_some() {
-                ExitCode::from(EXIT_USAGE)
-            } else {
+        Err(e) => match e.downcast::<CommandError>() {
+            Ok(e) => fail(&e),
+            Err(e) => {
+                eprintln!("chaos: {e}");
                 ExitCode::from(EXIT_HARNESS)
             }
-        }
+        },
     }
 }
 
-/// The harness failed (see the exit-code table in the module docs).
-const EXIT_HARNESS: u8 = 2;
-/// The command line is wrong (`EX_USAGE` of sysexits.h).
-const EXIT_USAGE: u8 = redlock_chaos::commands::EXIT_USAGE;
+/// Prints `e` and returns its exit code.
+fn fail(e: &CommandError) -> ExitCode {
+    eprintln!("chaos: {e}");
+    ExitCode::from(e.exit_code())
+}
 
-/// A command line that parses but cannot be acted on (exit 64).
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-struct UsageError(String);
+/// `chaos toxiproxy`: a bad `--config` file or `--host` is a usage error (64); a port
+/// that cannot be bound, a harness one.
+async fn toxiproxy(args: ToxiproxyArgs) -> Result<(), Box<dyn std::error::Error>> {
+    use redlock_chaos::proxy::ServerError;
+    let addr = args.api_addr().map_err(CommandError::Usage)?;
+    match redlock_chaos::proxy::run(addr, &args.options()).await {
+        Err(e @ ServerError::Config { .. }) => Err(CommandError::usage(format!(
+            "-config: {e}; fix the file (a /populate body: a JSON list of proxies) or leave -config out"
+        ))
+        .into()),
+        r => r.map_err(Into::into),
+    }
+}
 
 fn report(args: ReportArgs) -> ExitCode {
+    use redlock_chaos::report::ReportError;
     match redlock_chaos::report::rerender(&args.dir) {
         Ok((report, paths)) => {
             println!("{}", paths.html.display());
@@ -448,20 +509,32 @@ fn report(args: ReportArgs) -> ExitCode {
                 ExitCode::SUCCESS
             }
         }
-        Err(e) => {
-            eprintln!("chaos: {e}");
-            ExitCode::from(EXIT_HARNESS)
+        // The directory is the only input: missing, unreadable, not a report, or not
+        // writable are all for the caller to change.
+        Err(e @ (ReportError::Io { .. } | ReportError::Parse { .. })) => {
+            fail(&CommandError::usage(format!(
+                "{e}; give the directory `chaos run --report DIR` wrote (it holds report.json), writable"
+            )))
         }
+        Err(e) => fail(&CommandError::harness(e)),
     }
 }
 
-async fn up(args: UpArgs) -> Result<(), cluster::ClusterError> {
+async fn up(args: UpArgs) -> Result<(), Box<dyn std::error::Error>> {
     if args.state.exists() {
-        return Err(cluster::ClusterError::StateFile {
-            path: args.state.clone(),
-            detail: "a cluster is already up; run `chaos down` first".into(),
-        });
+        return Err(CommandError::usage(format!(
+            "--state {}: a cluster is already up; run `chaos down` first (or give another --state)",
+            args.state.display()
+        ))
+        .into());
     }
+    checks::at_least_one("--nodes", args.nodes)?;
+    checks::writable_file("--state", &args.state)?;
+    if let Some(path) = &args.stack_out {
+        checks::writable_file("--stack-out", path)?;
+    }
+    // Before anything starts: a signal while coming up drops the half-built cluster.
+    let mut interrupt = Interrupt::listen()?;
     let backend = match args.backend {
         Some(b) => b,
         None => BackendKind::detect().await,
@@ -502,38 +575,35 @@ async fn up(args: UpArgs) -> Result<(), cluster::ClusterError> {
         }
     };
     let spec = ClusterSpec::new(args.flavour, args.nodes).with_proxy(plan);
-    // Ctrl-C while coming up drops the half-built cluster, whose Drop guard cleans up.
     let cluster = tokio::select! {
         c = AnyCluster::up(backend, spec) => match c {
             Ok(c) => c,
             Err(e) => {
                 stop_proxy(&proxy_process);
-                return Err(e);
+                return Err(e.into());
             }
         },
-        _ = tokio::signal::ctrl_c() => {
+        signal = interrupt.recv() => {
             stop_proxy(&proxy_process);
-            eprintln!("interrupted; cleaned up");
-            return Ok(());
+            return Err(CommandError::Interrupted { signal }.into());
         }
     };
-    println!(
-        "run {} ({} backend, {}), {} nodes:",
-        cluster.run_id(),
-        cluster.backend_name(),
-        cluster.server_version(),
-        cluster.nodes()
+    let urls = match (0..cluster.nodes())
+        .map(|i| cluster.worker_url(NodeId(i)))
+        .collect::<Result<Vec<_>, _>>()
+    {
+        Ok(urls) => urls,
+        Err(e) => {
+            stop_proxy(&proxy_process);
+            return Err(e.into());
+        }
+    };
+    let proxy_api = cluster.proxy().map(|p| p.base_url().to_string());
+    let run_id = cluster.run_id().to_owned();
+    let (backend_name, server_version) = (
+        cluster.backend_name().to_owned(),
+        cluster.server_version().to_owned(),
     );
-    for i in 0..cluster.nodes() {
-        println!("  {}", cluster.worker_url(NodeId(i))?);
-    }
-    if let Some(p) = cluster.proxy() {
-        println!(
-            "  proxy API: {} (proxies node0..node{})",
-            p.base_url(),
-            cluster.nodes() - 1
-        );
-    }
     if let Some(path) = &args.stack_out {
         let written = cluster.stack().and_then(|stack| {
             stack
@@ -542,23 +612,77 @@ async fn up(args: UpArgs) -> Result<(), cluster::ClusterError> {
         });
         if let Err(e) = written {
             stop_proxy(&proxy_process);
-            return Err(e);
+            return Err(e.into());
         }
     }
     let mut st = match cluster.detach() {
         Ok(st) => st,
         Err(e) => {
             stop_proxy(&proxy_process);
-            return Err(e);
+            return Err(e.into());
         }
     };
     st.proxy_pid = proxy_process.map(|p| p.pid);
     st.write(&args.state)?;
-    println!("state: {}", args.state.display());
-    if let Some(path) = &args.stack_out {
-        println!("stack: {}", path.display());
+    let up = UpReport {
+        run_id,
+        backend: backend_name,
+        server_version,
+        nodes: urls,
+        proxy_api,
+        state: args.state.clone(),
+        stack: args.stack_out.clone(),
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&up)?);
+    } else {
+        print!("{}", up.render());
     }
     Ok(())
+}
+
+/// What `chaos up` brought up, as it prints it.
+#[derive(Debug, serde::Serialize)]
+struct UpReport {
+    run_id: String,
+    backend: String,
+    server_version: String,
+    /// The URLs workers (and the examples, through `REDLOCK_NODES`) use.
+    nodes: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    proxy_api: Option<String>,
+    state: PathBuf,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stack: Option<PathBuf>,
+}
+
+impl UpReport {
+    /// The text form; its `export REDLOCK_NODES=...` line is what the examples in
+    /// `redlock/examples/` read (`eval "$(chaos up | grep ^export)"`).
+    fn render(&self) -> String {
+        let mut s = format!(
+            "run {} ({} backend, {}), {} nodes:\n",
+            self.run_id,
+            self.backend,
+            self.server_version,
+            self.nodes.len()
+        );
+        for url in &self.nodes {
+            s.push_str(&format!("  {url}\n"));
+        }
+        if let Some(api) = &self.proxy_api {
+            s.push_str(&format!(
+                "  proxy API: {api} (proxies node0..node{})\n",
+                self.nodes.len().saturating_sub(1)
+            ));
+        }
+        s.push_str(&format!("state: {}\n", self.state.display()));
+        if let Some(stack) = &self.stack {
+            s.push_str(&format!("stack: {}\n", stack.display()));
+        }
+        s.push_str(&format!("export REDLOCK_NODES={}\n", self.nodes.join(",")));
+        s
+    }
 }
 
 async fn down(args: DownArgs) -> Result<(), Box<dyn std::error::Error>> {
@@ -576,7 +700,7 @@ async fn down(args: DownArgs) -> Result<(), Box<dyn std::error::Error>> {
         }
         (None, false, Some(_)) => None,
         (None, false, None) => {
-            return Err(UsageError(format!(
+            return Err(CommandError::Usage(format!(
                 "no state file at {}: name the run to remove with --run ID (see `docker ps --filter label=redlock-chaos.run`), or --all for every run on this engine",
                 args.state.display()
             ))

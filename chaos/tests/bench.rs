@@ -1,4 +1,4 @@
-//! `chaos bench --quick --json`: the JSON has the promised shape and every client produced
+//! `chaos bench --quick --json-out FILE`: the JSON has the promised shape and every client produced
 //! samples. No speed is asserted (the machine is shared).
 
 use std::process::Command;
@@ -12,7 +12,7 @@ fn quick_bench_writes_a_complete_report() {
     let json = dir.path().join("bench.json");
     let started = Instant::now();
     let out = Command::new(env!("CARGO_BIN_EXE_chaos"))
-        .args(["bench", "--quick", "--json"])
+        .args(["bench", "--quick", "--json-out"])
         .arg(&json)
         .env("RUST_LOG", "warn")
         .output()
@@ -114,7 +114,7 @@ fn repeat_and_case_selection() {
             "--case",
             "healthy,hand-off",
         ])
-        .arg("--json")
+        .arg("--json-out")
         .arg(&json)
         .env("RUST_LOG", "info")
         .output()

@@ -124,3 +124,60 @@ fn leaves_no_key_behind_when_the_resource_is_held_on_a_majority() {
         assert_eq!(value, expected, "node {i} after chaos lock exited: {text}");
     }
 }
+
+/// SIGTERM (and SIGHUP) while `chaos lock --hold` holds the lease: the command releases it
+/// before it exits with 2, so no key is left to expire by itself.
+#[test]
+fn a_signal_during_the_hold_releases_the_lease_and_exits_2() {
+    let servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    let nodes: Vec<String> = servers
+        .iter()
+        .map(|s| format!("redis://{}", s.addr()))
+        .collect();
+    let admin = |s: &RedisServer| {
+        redis::Client::open(format!("redis://{}", s.addr()))
+            .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(2)))
+            .expect("admin connection")
+    };
+    for signal in [Signal::SIGTERM, Signal::SIGHUP] {
+        let child = Command::new(env!("CARGO_BIN_EXE_chaos"))
+            .args([
+                "lock",
+                "--resource",
+                "cli:held",
+                "--ttl",
+                "60s",
+                "--hold",
+                "60s",
+            ])
+            .arg("--nodes")
+            .arg(nodes.join(","))
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("run chaos lock");
+        let pid = Pid::from_raw(i32::try_from(child.id()).expect("pid"));
+        let held = |s: &RedisServer| admin(s).exists::<_, bool>("cli:held").expect("EXISTS");
+        // Granted once every node has the key (bounded: 30 s, a thousand times the usual).
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while !servers.iter().all(held) {
+            if std::time::Instant::now() > deadline {
+                let _ = kill(pid, Signal::SIGKILL);
+                panic!("chaos lock did not take the lock within 30 s");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        kill(pid, signal).expect("signal");
+        let out = child.wait_with_output().expect("wait");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(out.status.code(), Some(2), "{signal}: {text}");
+        assert!(text.contains(signal.as_str()), "{text}");
+        for (i, s) in servers.iter().enumerate() {
+            assert!(!held(s), "{signal}: node {i} still holds the key: {text}");
+        }
+    }
+}

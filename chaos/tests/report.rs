@@ -245,11 +245,11 @@ fn load_round_trips_and_chaos_report_rerenders() {
         .expect("run chaos report --exit-code");
     assert_eq!(st.status.code(), Some(1));
 
-    // A missing directory is a clean error, exit 2.
+    // A missing directory is a setting to change: exit 64.
     let st = Command::new(env!("CARGO_BIN_EXE_chaos"))
         .args(["report", "/nonexistent/chaos-report"])
         .output()
         .expect("run chaos report");
-    assert_eq!(st.status.code(), Some(2));
+    assert_eq!(st.status.code(), Some(64));
     assert!(String::from_utf8_lossy(&st.stderr).contains("report.json"));
 }

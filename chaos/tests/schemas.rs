@@ -1,5 +1,5 @@
 //! The JSON Schemas in `docs/schema/` against real output: `chaos scenarios --json` and
-//! scenario files, `chaos fencing-table --json` and `chaos bench --json` on tiny settings.
+//! scenario files, `chaos fencing-table --json-out` and `chaos bench --json-out` on tiny settings.
 //! `report.json` is checked on a real run in `scenario_files.rs`, and here on the renderer
 //! tests' synthetic report, whose timelines hold every kind of entry a short healthy run
 //! lacks (violations, refused writes, pauses, fence regressions).
@@ -114,7 +114,7 @@ fn fencing_table_json_matches_its_schema() {
         "2",
         "--jobs",
         "2",
-        "--json",
+        "--json-out",
         path.to_str().expect("utf-8"),
     ]);
     ok(&out);
@@ -136,7 +136,7 @@ fn bench_json_matches_its_schema() {
         "--quick",
         "--case",
         "healthy",
-        "--json",
+        "--json-out",
         path.to_str().expect("utf-8"),
     ]);
     ok(&out);

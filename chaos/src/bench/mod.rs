@@ -149,9 +149,13 @@ pub enum BenchError {
     /// A task failed to join.
     #[error("task: {0}")]
     Task(String),
-    /// Ctrl-C: the bench stopped; its servers, proxy and database were removed.
-    #[error("interrupted (Ctrl-C); nothing it started is left running")]
-    Interrupted,
+    /// SIGINT, SIGTERM or SIGHUP: the bench stopped; its servers, proxy and database were
+    /// removed.
+    #[error("interrupted ({signal}); nothing it started is left running")]
+    Interrupted {
+        /// The signal.
+        signal: &'static str,
+    },
     /// Writing the report failed.
     #[error("{action}: {source}")]
     Io {

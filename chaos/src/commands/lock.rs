@@ -6,6 +6,9 @@ use clap::Args;
 use fenced_redlock::{LockError, NodeOutcome, Redlock};
 use serde::Serialize;
 
+use super::signals::Interrupt;
+use super::{CommandError, checks};
+
 /// Arguments of `chaos lock`.
 #[derive(Debug, Args)]
 pub struct LockArgs {
@@ -65,19 +68,47 @@ pub struct LockReport {
     pub error: Option<String>,
 }
 
-/// Runs the command. `Ok` carries the output and whether the lock was acquired.
+/// Every setting, before anything connects: the nodes (URLs that parse, no server twice),
+/// the TTL the library accepts, a resource name.
 ///
 /// # Errors
-/// A message when the settings are invalid.
-pub async fn run(args: LockArgs) -> Result<(String, bool), String> {
+/// [`CommandError::Usage`] naming the flag.
+pub fn check(args: &LockArgs) -> Result<(), CommandError> {
+    if args.resource.is_empty() {
+        return Err(CommandError::usage(
+            "--resource is empty: name the resource to lock, e.g. --resource jobs:nightly",
+        ));
+    }
+    checks::lock_settings("--nodes / --ttl", &args.nodes, args.ttl, None)
+}
+
+/// Runs the command. `Ok` carries the output and whether the lock was acquired.
+///
+/// SIGINT, SIGTERM and SIGHUP stop the wait or the hold; the lease is released (or the
+/// attempt's keys cleaned up) before the command ends with [`CommandError::Interrupted`].
+///
+/// # Errors
+/// [`CommandError::Usage`] when the settings are invalid (nothing connected),
+/// [`CommandError::Interrupted`] on a signal.
+pub async fn run(args: LockArgs) -> Result<(String, bool), CommandError> {
+    check(&args)?;
     let lock = Redlock::builder(&args.nodes)
         .ttl(args.ttl)
         .fencing(args.fence)
         .build()
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| CommandError::usage(format!("--nodes / --ttl: {e}")))?;
+    let mut interrupt = Interrupt::listen()?;
     let started = Instant::now();
-    let result = lock.acquire(&args.resource, args.wait).await;
+    let result = tokio::select! {
+        r = lock.acquire(&args.resource, args.wait) => r,
+        signal = interrupt.recv() => {
+            // The dropped attempt's clean-up runs in the background; shutdown waits for it.
+            finish(&lock).await;
+            return Err(CommandError::Interrupted { signal });
+        }
+    };
     let elapsed_us = micros(started.elapsed());
+    let mut interrupted = None;
     let report = match result {
         Ok(lease) => {
             let report = LockReport {
@@ -97,7 +128,10 @@ pub async fn run(args: LockArgs) -> Result<(String, bool), String> {
                     .collect(),
                 error: None,
             };
-            tokio::time::sleep(args.hold).await;
+            tokio::select! {
+                () = tokio::time::sleep(args.hold) => {}
+                signal = interrupt.recv() => interrupted = Some(signal),
+            }
             let _ = lease.release().await;
             report
         }
@@ -111,18 +145,25 @@ pub async fn run(args: LockArgs) -> Result<(String, bool), String> {
             error: Some(explain(&e)),
         },
     };
-    // The process exits next: let the clean-up of a failed attempt (or of a lease whose
-    // release missed a node) finish first, or our keys stay for a whole TTL. A timeout
-    // only means those keys expire by themselves; the report stands.
-    if let Err(e) = lock.shutdown().await {
-        eprintln!("note: {e}");
+    finish(&lock).await;
+    if let Some(signal) = interrupted {
+        return Err(CommandError::Interrupted { signal });
     }
     let text = if args.json {
-        serde_json::to_string(&report).map_err(|e| e.to_string())?
+        serde_json::to_string(&report).map_err(CommandError::harness)?
     } else {
         render(&report)
     };
     Ok((text, report.acquired))
+}
+
+/// The process exits next: let the clean-up of a failed attempt (or of a lease whose
+/// release missed a node) finish first, or our keys stay for a whole TTL. A timeout only
+/// means those keys expire by themselves; the report stands.
+async fn finish(lock: &Redlock) {
+    if let Err(e) = lock.shutdown().await {
+        eprintln!("note: {e}");
+    }
 }
 
 fn explain(e: &LockError) -> String {

@@ -5,17 +5,26 @@
 //! - [`images`]: `chaos images`, the offline images for the compose stack.
 //! - [`lock`]: `chaos lock`, acquire–hold–release once and report per node.
 //! - [`run`]: `chaos run`, every scenario end to end with verdicts.
+//!
+//! What they share:
+//! - [`error`](mod@error): [`CommandError`] and the exit-code contract (0, 1, 2, 64).
+//! - [`checks`]: configuration checks run before anything starts (exit 64).
+//! - [`signals`]: SIGINT, SIGTERM and SIGHUP, which every command that starts something
+//!   turns into its ordinary clean-up.
+//! - [`environment`]: the environment variables `chaos` reads, as `--help` lists them.
 
+pub mod checks;
+pub mod environment;
+pub mod error;
 pub mod fencing_table;
 pub mod images;
 pub mod lock;
 pub mod run;
+pub mod signals;
 
 use std::time::Duration;
 
-/// Exit code of a command line that cannot be acted on (`EX_USAGE` of sysexits.h); nothing
-/// was started.
-pub const EXIT_USAGE: u8 = 64;
+pub use error::{CommandError, EXIT_HARNESS, EXIT_SAFETY, EXIT_USAGE};
 
 /// Parses `10s`, `250ms`, `1m 30s` (humantime).
 ///

@@ -1,18 +1,21 @@
 //! `chaos run`: the arguments, and what the command prints and writes (see [`crate::run`]).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use clap::Args;
 use tokio_util::sync::CancellationToken;
 
+use super::signals::Interrupt;
+use super::{CommandError, checks};
 use crate::cluster::stack::Stack;
 use crate::cluster::{BackendKind, DEFAULT_NODES, Flavour};
 use crate::lockut::LockKind;
 use crate::report::{self, Outcome};
-use crate::run::{self, RunConfig, suite};
+use crate::run::{self, RunConfig, needs, suite};
 use crate::scenario::validate;
 use crate::scenario::{Scenario, Shape, file};
+use crate::workload::Mode;
 
 /// Arguments of `chaos run`.
 #[derive(Debug, Args)]
@@ -34,10 +37,11 @@ pub struct RunArgs {
     /// Seed (random when not given; recorded in the report so the run can be repeated).
     #[arg(long)]
     pub seed: Option<u64>,
-    /// Report directory; default `target/chaos/<run-id>/`.
-    #[arg(long)]
+    /// Report directory (report.json, report.html, junit.xml); default
+    /// `target/chaos/<run-id>/`. Checked for writing before anything starts.
+    #[arg(long, value_name = "DIR")]
     pub report: Option<PathBuf>,
-    /// Also print report.json on stdout.
+    /// Print report.json on stdout, and nothing else there (the table goes to stderr).
     #[arg(long)]
     pub json: bool,
     /// Server implementation.
@@ -71,31 +75,27 @@ pub struct RunArgs {
     pub run_id: Option<String>,
 }
 
-/// Runs the command; returns the exit code (0 pass, 1 safety failure, 2 harness failure,
-/// 64 a scenario file that cannot be played).
-pub async fn run(mut args: RunArgs) -> u8 {
-    let stack = match &args.stack {
-        Some(path) => match Stack::read(path) {
-            Ok(s) => Some(s),
-            Err(e) => {
-                eprintln!("chaos run: --stack {e}");
-                return super::EXIT_USAGE;
-            }
-        },
-        None => None,
-    };
-    if let Some(s) = &stack {
-        args.nodes = s.nodes.len();
-    }
-    let scenarios = match scenarios(&args) {
-        Ok(s) => s,
-        Err(Refused::Usage(e)) => {
+/// The longest `--duration`: a week per scenario is past any soak a run is for, and keeps
+/// every deadline the run computes from it far inside the clock's range.
+pub const MAX_DURATION: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// Runs the command; returns the exit code (0 pass, 1 safety failure, 2 harness failure or
+/// a signal, 64 a setting that cannot be acted on, found before anything starts).
+pub async fn run(args: RunArgs) -> u8 {
+    let (stack, scenarios) = match check(&args) {
+        Ok(plan) => plan,
+        Err(e) => {
             eprintln!("chaos run: {e}");
-            return super::EXIT_USAGE;
+            return e.exit_code();
         }
-        Err(Refused::Harness(e)) => {
+    };
+    // Before anything starts: SIGTERM and SIGHUP would otherwise end the process at once
+    // and leave the cluster and PostgreSQL running.
+    let mut interrupt = match Interrupt::listen() {
+        Ok(i) => i,
+        Err(e) => {
             eprintln!("chaos run: {e}");
-            return Outcome::Unknown.exit_code();
+            return e.exit_code();
         }
     };
     let seed = args.seed.unwrap_or_else(rand::random);
@@ -106,19 +106,18 @@ pub async fn run(mut args: RunArgs) -> u8 {
     cfg.pg_url = args.pg_url.clone();
     cfg.workers = args.workers;
     cfg.ttl = args.ttl;
-    cfg.nodes = args.nodes;
+    cfg.nodes = stack.as_ref().map_or(args.nodes, |s| s.nodes.len());
     cfg.run_id = args.run_id.clone();
     cfg.lock = args.lock;
     cfg.stack = stack;
     cfg.command = std::env::args().collect::<Vec<_>>().join(" ");
     let stop = CancellationToken::new();
-    let ctrl_c = {
+    let signals = {
         let stop = stop.clone();
         tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                eprintln!("chaos run: interrupted; stopping workers, healing, tearing down");
-                stop.cancel();
-            }
+            let signal = interrupt.recv().await;
+            eprintln!("chaos run: {signal}: stopping workers, healing, tearing down");
+            stop.cancel();
         })
     };
     eprintln!(
@@ -129,12 +128,18 @@ pub async fn run(mut args: RunArgs) -> u8 {
     let started = Instant::now();
     let observer = report::progress::observer_for_terminal();
     let report = run::run_until(cfg, observer.as_ref(), stop).await;
-    ctrl_c.abort();
-    print!("{}", run::table::render(&report));
+    signals.abort();
+    let table = run::table::render(&report);
+    // With --json, stdout is the JSON alone (for `jq`); the table goes to the terminal.
+    if args.json {
+        eprint!("{table}");
+    } else {
+        print!("{table}");
+    }
     let dir = args
         .report
         .clone()
-        .unwrap_or_else(|| PathBuf::from("target/chaos").join(&report.run_id));
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_REPORT_ROOT).join(&report.run_id));
     match report::write_all(&dir, &report) {
         Ok(paths) => eprintln!(
             "report: {} · {} · {} (wall time {:.1}s)",
@@ -151,40 +156,133 @@ pub async fn run(mut args: RunArgs) -> u8 {
     if args.json {
         match serde_json::to_string_pretty(&report) {
             Ok(j) => println!("{j}"),
-            Err(e) => eprintln!("chaos run: {e}"),
+            Err(e) => {
+                eprintln!("chaos run: {e}");
+                return Outcome::Unknown.exit_code().max(report.verdict.exit_code());
+            }
         }
     }
     report.verdict.exit_code()
 }
 
-/// Why `chaos run` did not start.
-enum Refused {
-    /// A scenario file (or its fit to the command line): exit 64.
-    Usage(String),
-    /// Anything else (as before scenario files: exit 2).
-    Harness(String),
+/// Where reports go without `--report`: `<this>/<run-id>/`.
+const DEFAULT_REPORT_ROOT: &str = "target/chaos";
+
+/// Every setting, before anything starts: the stack file, the scenarios (built-ins and
+/// files) and what each needs from the run ([`needs`]), ranges, the PostgreSQL URL, the
+/// report directory.
+fn check(args: &RunArgs) -> Result<(Option<Stack>, Vec<Scenario>), CommandError> {
+    let stack = match &args.stack {
+        Some(path) => {
+            Some(Stack::read(path).map_err(|e| CommandError::usage(format!("--stack {e}")))?)
+        }
+        None => None,
+    };
+    let nodes = stack.as_ref().map_or(args.nodes, |s| s.nodes.len());
+    checks::at_least_one("--nodes", nodes)?;
+    checks::at_least_one("--workers", args.workers)?;
+    checks::positive("--duration", args.duration, "20s")?;
+    if args.duration > MAX_DURATION {
+        return Err(CommandError::usage(format!(
+            "--duration {}: use at most {} per scenario; split a longer soak into several runs",
+            humantime::format_duration(args.duration),
+            humantime::format_duration(MAX_DURATION)
+        )));
+    }
+    checks::positive("--ttl", args.ttl, "200ms")?;
+    // The library's limits on the TTL, on a placeholder node (nothing connects).
+    checks::lock_settings(
+        &format!("--ttl {}", humantime::format_duration(args.ttl)),
+        &["redis://127.0.0.1:1".to_owned()],
+        args.ttl,
+        None,
+    )?;
+    let owned_pg = match args.pg_url.as_deref().map(str::trim) {
+        Some(url) if !url.is_empty() => {
+            checks::pg_url(url)?;
+            false
+        }
+        _ => true,
+    };
+    // Every worker holds one connection; the runner's own and PostgreSQL's reserved ones
+    // need room too.
+    let connections = Mode::ALL
+        .len()
+        .saturating_mul(args.workers)
+        .saturating_add(10);
+    if owned_pg && connections > crate::pg::MAX_CONNECTIONS as usize {
+        return Err(CommandError::usage(format!(
+            "--workers {}: {} modes × {} workers need more than the {} connections the private postgres allows; lower --workers",
+            args.workers,
+            Mode::ALL.len(),
+            args.workers,
+            crate::pg::MAX_CONNECTIONS
+        )));
+    }
+    let scenarios = scenarios(args, nodes)?;
+    let shape = Shape {
+        duration: args.duration,
+        nodes,
+        workers: args.workers,
+    };
+    let work = crate::run::DEFAULT_WORK;
+    for s in &scenarios {
+        needs::check(s, &shape, args.ttl, work).map_err(CommandError::Usage)?;
+    }
+    // Every scenario that needs a longer run, so one change fixes the command line.
+    let short: Vec<(String, Duration)> = scenarios
+        .iter()
+        .map(|s| {
+            (
+                s.name.clone(),
+                needs::minimum_duration(s, args.workers, args.ttl),
+            )
+        })
+        .filter(|(_, min)| *min > args.duration)
+        .collect();
+    if let Some(longest) = short.iter().map(|(_, min)| *min).max() {
+        let named: Vec<String> = short
+            .iter()
+            .map(|(name, min)| format!("`{name}` {}", humantime::format_duration(*min)))
+            .collect();
+        return Err(CommandError::usage(format!(
+            "--duration {}: too short to show what these scenarios must show: {} (see `chaos scenarios`); use --duration {} or leave them out of --scenario",
+            humantime::format_duration(args.duration),
+            named.join(", "),
+            humantime::format_duration(longest)
+        )));
+    }
+    match &args.report {
+        Some(dir) => checks::writable_dir("--report", dir)?,
+        None => checks::writable_dir(
+            "--report (default target/chaos/<run-id>)",
+            Path::new(DEFAULT_REPORT_ROOT),
+        )?,
+    }
+    Ok((stack, scenarios))
 }
 
 /// The built-ins `--scenario` names (all by default, none by default when there are
 /// files), then every `--scenario-file`'s, each checked against the run's shape.
-fn scenarios(args: &RunArgs) -> Result<Vec<Scenario>, Refused> {
+fn scenarios(args: &RunArgs, nodes: usize) -> Result<Vec<Scenario>, CommandError> {
     let spec = match (&args.scenario, args.scenario_files.is_empty()) {
         (Some(spec), _) => Some(spec.as_str()),
         (None, true) => Some("all"),
         (None, false) => None,
     };
     let mut out = match spec {
-        Some(spec) => suite::select(spec, args.flavour).map_err(Refused::Harness)?,
+        Some(spec) => suite::select(spec, args.flavour)
+            .map_err(|e| CommandError::usage(format!("--scenario {spec:?}: {e}")))?,
         None => Vec::new(),
     };
     let shape = Shape {
         duration: args.duration,
-        nodes: args.nodes,
+        nodes,
         workers: args.workers,
     };
     for path in &args.scenario_files {
-        let usage = |e: String| Refused::Usage(format!("{}: {e}", path.display()));
-        for s in file::load(path).map_err(|e| Refused::Usage(e.to_string()))? {
+        let usage = |e: String| CommandError::usage(format!("{}: {e}", path.display()));
+        for s in file::load(path).map_err(|e| CommandError::usage(e.to_string()))? {
             validate::fits(&s, &shape).map_err(|e| usage(e.to_string()))?;
             if s.needs_clock_faults() && !args.flavour.supports_clock_faults() {
                 return Err(usage(format!(

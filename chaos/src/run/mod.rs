@@ -5,6 +5,8 @@
 //!   layer) and ONE PostgreSQL for the whole run, each scenario played on them in turn,
 //!   torn down on every exit path (return, error, cancellation; drop guards on panic).
 //! - [`suite`]: the default suite, `--scenario` selection, per-scenario seeds.
+//! - [`needs`]: what a scenario needs from the settings (TTL, workers, nodes, duration)
+//!   to be judged, checked before anything starts.
 //! - [`play`]: one scenario — reset the cluster, start 4 modes × W workers, play the
 //!   schedule with the nemesis, sample the counters, build the [`ScenarioReport`].
 //! - [`chaos_workload`]: the time-bounded fenced counter worker and its [`WorkerEvent`]s.
@@ -24,6 +26,7 @@
 
 pub mod chaos_workload;
 pub mod clock;
+pub mod needs;
 pub mod pause;
 pub mod play;
 pub mod record;

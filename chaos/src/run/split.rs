@@ -40,7 +40,7 @@ use crate::workload::Mode;
 pub const SPLIT_TTL: Duration = Duration::from_secs(3);
 /// After a restart, the next one waits this long: the cluster settles and other workers get
 /// the lock in between.
-const COOLDOWN: Duration = Duration::from_secs(1);
+pub const COOLDOWN: Duration = Duration::from_secs(1);
 /// URL of node `i` as the victim sees it when it cannot reach it: a privileged loopback
 /// port nothing listens on, so connecting is refused at once (one port per node: a lock
 /// rightly refuses the same server twice).

@@ -25,7 +25,14 @@ pub const DEFAULT_DURATION: Duration = Duration::from_secs(20);
 /// A message naming the unknown scenario and the known ones, or why one cannot run.
 pub fn select(spec: &str, flavour: Flavour) -> Result<Vec<Scenario>, String> {
     let runnable = |s: &Scenario| !s.needs_clock_faults() || flavour.supports_clock_faults();
-    if spec.trim().is_empty() || spec.trim() == "all" {
+    // An empty value is a mistake (an unset variable in a script), not a way to say `all`.
+    if spec.trim().is_empty() {
+        return Err(
+            "--scenario is empty: name scenarios (see `chaos scenarios`) or `all`, or leave the flag out"
+                .into(),
+        );
+    }
+    if spec.trim() == "all" {
         return Ok(SCENARIOS.iter().filter(|s| runnable(s)).cloned().collect());
     }
     let mut out = Vec::new();
@@ -92,8 +99,13 @@ mod tests {
             SCENARIOS.len()
         );
         assert_eq!(
-            select("", Flavour::Redis).expect("all").len(),
+            select("all", Flavour::Redis).expect("all").len(),
             SCENARIOS.len() - 2
+        );
+        assert!(
+            select(" ", Flavour::Valkey)
+                .expect_err("empty")
+                .contains("all")
         );
         let two = select("latency, kill-minority,latency", Flavour::Valkey).expect("names");
         assert_eq!(

