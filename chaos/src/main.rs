@@ -20,8 +20,9 @@
 //! | code | meaning |
 //! |---|---|
 //! | 0 | done; every expectation met (`--help` and `--version` too) |
-//! | 1 | a safety expectation failed (`run`, `report --exit-code`, `fencing-table`), or `lock` was not granted |
+//! | 1 | a safety expectation failed (`run`, `report --exit-code`, `fencing-table`) |
 //! | 2 | the harness failed: a server, container, proxy or database could not be run or reached; or SIGINT, SIGTERM or SIGHUP stopped the command (after removing what it started) |
+//! | 3 | `lock` only: the lock was not granted |
 //! | 64 | usage: the command line, or a file or directory it names, is wrong (`EX_USAGE`); found before anything was started |
 //!
 //! The checks behind 64 live with each subcommand (`commands::run::check`, ...); the
@@ -47,7 +48,9 @@ use redlock_chaos::commands::fencing_table::{self, FencingTableArgs};
 use redlock_chaos::commands::lock::{self, LockArgs};
 use redlock_chaos::commands::run::{self as run_cmd, RunArgs};
 use redlock_chaos::commands::signals::Interrupt;
-use redlock_chaos::commands::{CommandError, EXIT_HARNESS, EXIT_SAFETY, EXIT_USAGE, checks};
+use redlock_chaos::commands::{
+    CommandError, EXIT_HARNESS, EXIT_NOT_GRANTED, EXIT_SAFETY, EXIT_USAGE, checks,
+};
 use redlock_chaos::run::worker_proc::{self, WorkerArgs};
 
 #[derive(Debug, Parser)]
@@ -452,11 +455,10 @@ async fn main() -> ExitCode {
             return match lock::run(args).await {
                 Ok((out, acquired)) => {
                     println!("{out}");
-                    // Not granted: the one 1 that is not a safety verdict (see the table).
                     if acquired {
                         ExitCode::SUCCESS
                     } else {
-                        ExitCode::from(EXIT_SAFETY)
+                        ExitCode::from(EXIT_NOT_GRANTED)
                     }
                 }
                 Err(e) => fail(&e),

@@ -5,6 +5,7 @@
 //! | 0 | done; every expectation met |
 //! | 1 | a safety expectation failed ([`EXIT_SAFETY`]) |
 //! | 2 | the harness failed: a server, container, proxy or database could not be run or reached, or a signal stopped the command ([`EXIT_HARNESS`]) |
+//! | 3 | `chaos lock` only: the lock was not granted ([`EXIT_NOT_GRANTED`]) |
 //! | 64 | the command line or a file it names is wrong; nothing was started ([`EXIT_USAGE`]) |
 //!
 //! Configuration errors are found before anything starts, so a typo in a nightly job never
@@ -14,6 +15,9 @@
 pub const EXIT_SAFETY: u8 = 1;
 /// The harness failed, or a signal stopped the command.
 pub const EXIT_HARNESS: u8 = 2;
+/// `chaos lock` asked for a lock that was not granted (held elsewhere, or no quorum): an
+/// answer, not a safety failure.
+pub const EXIT_NOT_GRANTED: u8 = 3;
 /// Exit code of a command line that cannot be acted on (`EX_USAGE` of sysexits.h); nothing
 /// was started.
 pub const EXIT_USAGE: u8 = 64;
