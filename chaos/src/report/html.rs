@@ -9,7 +9,7 @@
 use std::fmt::Write as _;
 
 use super::escape::{anchor, escape};
-use super::model::{ChaosReport, ModeReport, Outcome, ScenarioReport};
+use super::model::{ChaosReport, ModeReport, Outcome, ScenarioReport, or_unknown};
 use super::palette::{self, GRANT_OK, GRANT_STALE, PAUSE, REJECTED, STALE_WRITE, VIOLATION};
 use super::{counter, latency, timeline};
 
@@ -105,7 +105,7 @@ fn run_header(out: &mut String, r: &ChaosReport) {
         escape(&r.command),
     );
     for (i, s) in r.scenarios.iter().enumerate() {
-        let lost: i64 = s.modes.values().map(|m| m.lost).sum();
+        let lost = or_unknown(s.modes.values().map(|m| m.lost).sum());
         let viol: u64 = s.modes.values().map(|m| m.exclusion_violations).sum();
         let _ = write!(
             out,
@@ -233,7 +233,9 @@ fn summary_table(out: &mut String, s: &ScenarioReport, modes: &[&str]) {
             fence_regressions,
             pauses,
             idle_fault_windows,
+            stale_reach: _,
         } = m;
+        let (lost, final_value) = (or_unknown(*lost), or_unknown(*final_value));
         let bad = |b: bool| if b { " class=\"bad\"" } else { "" };
         let _ = write!(
             out,
@@ -244,7 +246,7 @@ fn summary_table(out: &mut String, s: &ScenarioReport, modes: &[&str]) {
              <td>{acquire_errors}</td><td>{}</td><td>{}</td><td>{stalls}</td><td{}>{idle_fault_windows}</td><td>{final_value}</td></tr>",
             escape(mode),
             escape(mode),
-            bad(*lost != 0),
+            bad(m.lost != Some(0)),
             100.0 * m.lost_share(),
             bad(*stale_writes > 0),
             bad(*exclusion_violations > 0),

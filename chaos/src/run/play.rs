@@ -54,9 +54,16 @@ const STARTUP_PROCESSES: Duration = Duration::from_millis(800);
 const FINISH_GRACE: Duration = Duration::from_secs(10);
 /// Bound on the reset before a scenario.
 const RESET_WITHIN: Duration = Duration::from_secs(15);
+/// Bound on draining the events once every worker has ended (they are all in the channel).
+const CONSUMER_WITHIN: Duration = Duration::from_secs(5);
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn harness_none<T>(harness: &mut Vec<String>, why: String) -> Option<T> {
+    harness.push(why);
+    None
 }
 
 /// Plays `scenario` (number `index` of `total`); never fails: harness problems become an
@@ -285,7 +292,14 @@ pub(crate) async fn play(
     }
     let unhealed = nemesis.heal_all().await;
     harness.extend(unhealed.iter().map(|u| format!("left unhealed: {u}")));
-    let _ = tokio::time::timeout(Duration::from_secs(5), consumer).await;
+    // Every event must be in: a Grant left in the channel would be a grant unchecked.
+    match tokio::time::timeout(CONSUMER_WITHIN, consumer).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => harness.push(format!("the event consumer failed: {e}")),
+        Err(_) => harness.push(format!(
+            "the event consumer did not finish within {CONSUMER_WITHIN:?}: events may be missing"
+        )),
+    }
     if stop.is_cancelled() {
         harness.push(format!(
             "interrupted at {:.1}s of {:.0}s; partial numbers",
@@ -319,16 +333,14 @@ pub(crate) async fn play(
                 record.finished_workers()
             ));
         }
+        // Unread is unknown: never "every increment lost".
         let final_value = match table.read(&env.admin, *row).await {
-            Ok(Some(v)) => v,
-            Ok(None) => {
-                harness.push(format!("{}: counter row {row} vanished", mode.name()));
-                0
-            }
-            Err(e) => {
-                harness.push(format!("{}: reading row {row}: {e}", mode.name()));
-                0
-            }
+            Ok(Some(v)) => Some(v),
+            Ok(None) => harness_none(&mut harness, format!("{}: row {row} vanished", mode.name())),
+            Err(e) => harness_none(
+                &mut harness,
+                format!("{}: reading row {row}: {e}", mode.name()),
+            ),
         };
         let (m, t) = record.finish(final_value);
         // Client pauses are faults too: on the scenario's fault list, beside the scheduled ones.

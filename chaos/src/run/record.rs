@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use super::chaos_workload::{GrantOutcome, WorkerEvent};
 use crate::bench::stats::percentile;
-use crate::checker::{self, Window};
+use crate::checker::{self, Window, Written};
 use crate::report::{
     CounterSample, FenceMark, GrantSpan, LatencySample, ModeReport, ModeTimeline, Ms, PauseSpan,
     RejectedWrite, ViolationMark,
@@ -150,8 +150,9 @@ impl ModeRecord {
         }
     }
 
-    /// The summary and timeline, given the counter's final value.
-    pub fn finish(mut self, final_value: i64) -> (ModeReport, ModeTimeline) {
+    /// The summary and timeline, given the counter's final value (`None`: it could not be
+    /// read, and nothing is said about losses).
+    pub fn finish(mut self, final_value: Option<i64>) -> (ModeReport, ModeTimeline) {
         let windows: Vec<Window> = self
             .timeline
             .grants
@@ -196,10 +197,21 @@ impl ModeRecord {
                 at_ms: tokens[i].0,
             })
             .collect();
+        let written: Vec<Written> = self
+            .timeline
+            .grants
+            .iter()
+            .filter(|g| g.accepted)
+            .map(|g| Written {
+                read_at: g.start_ms.0,
+                done_at: g.done_ms.0,
+                stale: g.stale,
+            })
+            .collect();
         self.ok_latencies_us.sort_unstable();
         let report = ModeReport {
             sections: self.sections,
-            lost: checker::lost(self.sections, final_value),
+            lost: final_value.map(|v| checker::lost(self.sections, v)),
             rejected: self.timeline.rejected.len() as u64,
             exclusion_violations: violations,
             acquire_attempts: self.attempts,
@@ -215,6 +227,7 @@ impl ModeRecord {
             pauses: self.timeline.pauses.len() as u64,
             // Needs the fault windows: filled in by the runner.
             idle_fault_windows: 0,
+            stale_reach: checker::stale_reach(&written),
         };
         (report, self.timeline)
     }
@@ -261,8 +274,11 @@ mod tests {
         r.push(grant(1, 5, 20, GrantOutcome::Rejected));
         r.push(grant(2, 30, 40, GrantOutcome::Accepted));
         r.push(grant(3, 50, 60, GrantOutcome::Abandoned));
-        let (m, t) = r.finish(1);
-        assert_eq!((m.sections, m.lost, m.rejected, m.abandoned), (2, 1, 1, 1));
+        let (m, t) = r.finish(Some(1));
+        assert_eq!(
+            (m.sections, m.lost, m.rejected, m.abandoned),
+            (2, Some(1), 1, 1)
+        );
         assert_eq!((m.stale_writes, m.fence_regressions), (0, 0));
         assert_eq!(m.exclusion_violations, 1);
         assert_eq!(t.violations.len(), 1);
@@ -306,8 +322,10 @@ mod tests {
             done_us: 450,
             outcome: GrantOutcome::Accepted,
         });
-        let (m, t) = r.finish(1);
+        let (m, t) = r.finish(Some(1));
         assert_eq!((m.stale_writes, m.pauses, m.fence_regressions), (1, 1, 1));
+        // Itself, and worker 1's write, which landed while it was away.
+        assert_eq!(m.stale_reach, 2);
         assert_eq!(t.pauses[0].to_ms, Some(Ms(850)));
         assert_eq!(
             (

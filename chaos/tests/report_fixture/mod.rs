@@ -183,7 +183,7 @@ fn mode(
     };
     let m = ModeReport {
         sections: sections as u64,
-        lost: sections - value,
+        lost: Some(sections - value),
         rejected: t.rejected.len() as u64,
         exclusion_violations: t.violations.len() as u64,
         acquire_attempts: attempts,
@@ -192,12 +192,13 @@ fn mode(
         acquire_p50_us: pct(0.5),
         acquire_p99_us: pct(0.99),
         stalls,
-        final_value: value,
+        final_value: Some(value),
         abandoned: 0,
         stale_writes: t.grants.iter().filter(|g| g.stale).count() as u64,
         fence_regressions: 0,
         pauses: t.pauses.len() as u64,
         idle_fault_windows: 0,
+        stale_reach: t.grants.iter().filter(|g| g.stale).count() as u64,
     };
     (m, t)
 }
