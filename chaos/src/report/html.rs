@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 use super::escape::{anchor, escape};
 use super::model::{ChaosReport, ModeReport, Outcome, ScenarioReport, or_unknown};
 use super::palette::{self, GRANT_OK, GRANT_STALE, PAUSE, REJECTED, STALE_WRITE, VIOLATION};
-use super::{counter, latency, timeline};
+use super::{counter, culprits, latency, timeline};
 
 /// File name of the page inside the report directory.
 pub const HTML_FILE: &str = "report.html";
@@ -149,6 +149,7 @@ fn scenario(out: &mut String, i: usize, s: &ScenarioReport) {
     let _ = write!(out, "<div class=\"chart\">{}</div>", counter::render(s));
     out.push_str("<h3>Summary</h3>");
     summary_table(out, s, &modes);
+    culprits::lost_updates(out, s, &modes);
     out.push_str("</section>");
 }
 
@@ -234,6 +235,8 @@ fn summary_table(out: &mut String, s: &ScenarioReport, modes: &[&str]) {
             pauses,
             idle_fault_windows,
             stale_reach: _,
+            unexplained_losses: _,
+            indeterminate_writes: _,
         } = m;
         let (lost, final_value) = (or_unknown(*lost), or_unknown(*final_value));
         let bad = |b: bool| if b { " class=\"bad\"" } else { "" };

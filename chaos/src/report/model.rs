@@ -16,6 +16,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::checker::lost::{Culprit, LostUpdate};
+
 /// File name of the report inside the report directory.
 pub const REPORT_FILE: &str = "report.json";
 
@@ -122,6 +124,12 @@ pub struct ScenarioReport {
     pub verdict: Verdict,
     /// What happened when, per mode (same keys as `modes`).
     pub timeline: BTreeMap<String, ModeTimeline>,
+    /// The history's file, relative to the report directory (`null`: none was recorded).
+    #[serde(default)]
+    pub history: Option<String>,
+    /// The history itself: written to `history` beside the report, never into it.
+    #[serde(skip)]
+    pub ops: Vec<crate::checker::history::Op>,
 }
 
 /// One fault as applied.
@@ -189,6 +197,15 @@ pub struct ModeReport {
     /// beyond it was not the stale writes' doing ([`crate::checker::stale`]).
     #[serde(default)]
     pub stale_reach: u64,
+    /// Lost updates that no stale write explains — neither the lost write nor the one that
+    /// erased it completed after its lease: two holders at once
+    /// ([`crate::checker::lost`]); `null` when the row's log could not be read.
+    #[serde(default)]
+    pub unexplained_losses: Option<u64>,
+    /// Writes whose statement failed (PostgreSQL errors): indeterminate until the row's log
+    /// settled them; not counted in `sections`.
+    #[serde(default)]
+    pub indeterminate_writes: u64,
 }
 
 /// Shortest fault window [`ModeReport::idle_fault_windows`] looks at: long enough for
@@ -230,6 +247,10 @@ pub struct ModeTimeline {
     /// Grants whose token was not larger than every earlier grant's.
     #[serde(default)]
     pub fence_regressions: Vec<FenceMark>,
+    /// Acknowledged writes the row did not keep, each with the write that erased it (at
+    /// most 500; the count is `sections − final value` plus indeterminate writes kept).
+    #[serde(default)]
+    pub lost_updates: Vec<LostUpdate>,
 }
 
 /// A worker stopped (paused itself) and resumed.

@@ -293,6 +293,8 @@ mod tests {
                 failed_modes: Vec::new(),
             },
             timeline: BTreeMap::new(),
+            history: None,
+            ops: Vec::new(),
         };
         obs.scenario_finished(&report);
         let text = String::from_utf8(obs.into_inner()).expect("utf8");
@@ -329,6 +331,8 @@ mod tests {
                 failed_modes: Vec::new(),
             },
             timeline: BTreeMap::new(),
+            history: None,
+            ops: Vec::new(),
         });
         // Started as scenario 2 of 3 (index 1); finishing it counts it done.
         assert_eq!(obs.run.position(), 2);
