@@ -6,8 +6,9 @@
 //! |---|---|---|
 //! | safe and available | every mode: 0 exclusion violations, 0 fence-token regressions, sections > 0, a completed section during every minority fault of 2 s or more; `write_only`, `claim_first`: lost 0; `none`, `checked`: a loss is reported, and must not exceed what their stale writes can erase | any check fails |
 //! | unavailable but safe | as above, with acquire errors > 0 (acquires failed cleanly while the majority was gone) instead of sections > 0 | any check fails |
+//! | the lock holds | every mode: 0 exclusion violations, 0 fence-token regressions, every lost update a stale write's doing (checked loss by loss from the resource's log); claim_first lost 0 | any check fails |
 //! | may violate, fencing holds | claim_first lost = 0; the rest is reported | claim_first lost anything |
-//! | must show X | every mode: sections > 0; `none` shows X (a lost update, or an exclusion violation); claim_first lost 0; the rest is reported | the rig did not observe X, or claim_first lost anything |
+//! | must show X | every mode: sections > 0; `none` shows X (a lost update, or an exclusion violation) — else the rig is blind, and the verdict unknown; for a lost update, the lock holds as above; claim_first lost 0; the rest is reported | claim_first lost anything, or (lost update) the lock did not hold |
 //!
 //! A lock without fencing tokens (`--lock rslock`) runs only `none` and `checked`: the
 //! claim-first check is then replaced by a note that the fenced modes did not apply.
@@ -48,9 +49,12 @@ verdicts (chaos run; none, checked, write_only and claim_first run at once in ev
                                    write_only, claim_first lost 0; none, checked: losses reported, at most what
                                    their stale writes can have erased (each itself + the writes landing meanwhile)
   unavailable while it lasts, safe as above, with acquires failed on unreachable nodes > 0 instead of sections > 0
+  the lock holds                   every mode: 0 exclusion violations, 0 fence-token regressions, every lost update
+                                   a stale write's doing (by name, from the resource's log); claim_first lost 0
   violations possible, claim-first claim_first lost 0; the rest is reported, not failed
-  must show a lost update /        none must show it (else: the rig did not observe it -> fail); claim_first lost 0;
-    an exclusion violation         every mode: sections > 0; the rest is reported
+  must show a lost update /        none must show it (else: the rig did not observe it -> unknown, exit 2);
+    an exclusion violation         claim_first lost 0; every mode: sections > 0; the rest is reported;
+                                   a lost update (client pauses): the lock holds as above
   any: a worker or fault that failed, a fault left unhealed, an unread counter, an interruption -> unknown (exit 2)";
 
 /// The claim-first mode's key in [`ModeReport`] maps.
@@ -108,6 +112,33 @@ fn explained(check: &mut dyn FnMut(&str, bool, String), name: &str, lost: i64, m
     }
 }
 
+/// What the lock must keep wherever it promises exclusion, even when clients outlive their
+/// leases: holding windows end at `valid_until`, so no two overlap and tokens grow; every
+/// loss, in every mode, is a stale write's doing.
+fn lock_holds(check: &mut dyn FnMut(&str, bool, String), modes: &BTreeMap<String, ModeReport>) {
+    for (name, m) in modes {
+        check(
+            name,
+            m.exclusion_violations == 0,
+            format!(
+                "{name}: {} exclusion violations (want 0: holding windows end at valid_until)",
+                m.exclusion_violations
+            ),
+        );
+        check(
+            name,
+            m.fence_regressions == 0,
+            format!(
+                "{name}: {} grants whose fencing token did not grow (want 0)",
+                m.fence_regressions
+            ),
+        );
+        if let Some(lost) = m.lost {
+            explained(check, name, lost, m);
+        }
+    }
+}
+
 /// The verdict for `expectation` given each mode's report and the harness problems seen
 /// (empty when the harness worked); `fenced`: whether the lock under test hands out
 /// fencing tokens (the fenced modes ran).
@@ -156,6 +187,7 @@ pub fn verdict(
     };
     // Reported numbers go after the checks' reasons.
     let mut notes: Vec<String> = Vec::new();
+    let mut blind: Option<String> = None;
     if !fenced {
         notes.push(
             "not applicable: write_only, claim_first (the lock under test hands out no fencing tokens)"
@@ -235,6 +267,13 @@ pub fn verdict(
                 }
             }
         }
+        Expectation::LockHolds => {
+            lock_holds(&mut check, modes);
+            claim_first_loses_nothing(&mut check);
+            for (name, m) in modes.iter().filter(|(n, _)| *n != CLAIM_FIRST) {
+                notes.push(reported(name, m));
+            }
+        }
         Expectation::MayViolateFencingHolds => {
             claim_first_loses_nothing(&mut check);
             for (name, m) in modes.iter().filter(|(n, _)| *n != CLAIM_FIRST) {
@@ -263,26 +302,35 @@ pub fn verdict(
                             (m.exclusion_violations > 0, m.exclusion_violations)
                         }
                     };
-                    check(
-                        NONE,
-                        seen,
-                        if seen {
-                            format!("{NONE}: showed {} ({count})", anomaly.describe())
-                        } else {
-                            format!(
-                                "{NONE}: the rig did not observe {} (want at least one: a blind rig fails)",
-                                anomaly.describe()
-                            )
-                        },
-                    );
+                    if seen {
+                        check(
+                            NONE,
+                            true,
+                            format!("{NONE}: showed {} ({count})", anomaly.describe()),
+                        );
+                    } else {
+                        // The rig's failure, not the lock's: it could not see.
+                        blind = Some(format!(
+                            "unknown: {NONE}: the rig did not observe {} (want at least one: a blind rig judges nothing)",
+                            anomaly.describe()
+                        ));
+                    }
                 }
                 None => check(NONE, false, format!("{NONE}: did not run")),
+            }
+            if anomaly == Anomaly::LostUpdate {
+                // The clients' anomaly: the lock itself must still hold.
+                lock_holds(&mut check, modes);
             }
             claim_first_loses_nothing(&mut check);
             for (name, m) in modes.iter().filter(|(n, _)| *n != CLAIM_FIRST) {
                 notes.push(reported(name, m));
             }
         }
+    }
+    if let Some(b) = blind {
+        outcome = outcome.worst(Outcome::Unknown);
+        reasons.push(b);
     }
     reasons.extend(notes);
     Verdict {
@@ -317,6 +365,15 @@ mod tests {
             stale_reach: 0,
             unexplained_losses: None,
             indeterminate_writes: 0,
+        }
+    }
+
+    /// `lost` increments of paused holders: each a stale write's doing, by the log.
+    fn paused(lost: i64) -> ModeReport {
+        ModeReport {
+            stale_writes: 1,
+            unexplained_losses: Some(0),
+            ..mode(10, lost, 0, 0)
         }
     }
 
@@ -451,12 +508,12 @@ mod tests {
     }
 
     #[test]
-    fn must_show_fails_a_blind_rig() {
+    fn a_blind_rig_is_unknown_never_a_failure_of_the_lock() {
         let lost = Expectation::MustShow(Anomaly::LostUpdate);
         let blind = modes(mode(10, 0, 0, 0), mode(10, 0, 0, 0));
         let v = verdict(lost, &blind, &[], true);
-        assert_eq!(v.outcome, Outcome::Fail);
-        assert_eq!(v.failed_modes, ["none"]);
+        assert_eq!(v.outcome, Outcome::Unknown, "{:?}", v.reasons);
+        assert!(v.failed_modes.is_empty());
         assert!(
             v.reasons
                 .iter()
@@ -464,16 +521,16 @@ mod tests {
             "{:?}",
             v.reasons
         );
-        let seen = modes(mode(10, 3, 0, 0), mode(10, 0, 0, 0));
+        let seen = modes(paused(3), mode(10, 0, 0, 0));
         assert_eq!(verdict(lost, &seen, &[], true).outcome, Outcome::Pass);
-        let fenced_lost = modes(mode(10, 3, 0, 0), mode(10, 1, 0, 0));
+        let fenced_lost = modes(paused(3), mode(10, 1, 0, 0));
         assert_eq!(
             verdict(lost, &fenced_lost, &[], true).failed_modes,
             ["claim_first"]
         );
         let overlap = Expectation::MustShow(Anomaly::ExclusionViolation);
         // A loss is not an exclusion violation.
-        assert_eq!(verdict(overlap, &seen, &[], true).outcome, Outcome::Fail);
+        assert_eq!(verdict(overlap, &seen, &[], true).outcome, Outcome::Unknown);
         let violated = modes(mode(10, 0, 2, 0), mode(10, 0, 2, 0));
         assert_eq!(
             verdict(overlap, &violated, &[], true).outcome,
@@ -483,11 +540,57 @@ mod tests {
         let v = verdict(lost, &idle, &[], true);
         assert!(v.reasons.iter().any(|r| r.contains("none: 0 sections")));
         assert_eq!(v.outcome, Outcome::Fail);
+        // client-pause judges the lock too: pauses end holding windows at valid_until.
+        let overlapped = modes(mode(10, 3, 1, 0), mode(10, 0, 0, 0));
+        assert_eq!(verdict(lost, &overlapped, &[], true).failed_modes, ["none"]);
+        let unexplained = modes(
+            ModeReport {
+                unexplained_losses: Some(1),
+                ..mode(10, 3, 0, 0)
+            },
+            mode(10, 0, 0, 0),
+        );
+        assert_eq!(
+            verdict(lost, &unexplained, &[], true).failed_modes,
+            ["none"]
+        );
+    }
+
+    #[test]
+    fn where_the_lock_holds_a_broken_lock_fails() {
+        let holds = Expectation::LockHolds;
+        let good = modes(
+            ModeReport {
+                stale_writes: 2,
+                unexplained_losses: Some(0),
+                ..mode(10, 4, 0, 0)
+            },
+            mode(10, 0, 0, 0),
+        );
+        assert_eq!(verdict(holds, &good, &[], true).outcome, Outcome::Pass);
+        // What may-violate let through: a lock handing out token 1 twice, or overlapping.
+        for bad in [
+            ModeReport {
+                fence_regressions: 1,
+                ..mode(10, 0, 0, 0)
+            },
+            mode(10, 0, 1, 0),
+        ] {
+            let v = verdict(holds, &modes(mode(10, 0, 0, 0), bad.clone()), &[], true);
+            assert_eq!(v.failed_modes, ["claim_first"], "{:?}", v.reasons);
+            let v = verdict(
+                Expectation::MayViolateFencingHolds,
+                &modes(mode(10, 0, 0, 0), bad),
+                &[],
+                true,
+            );
+            assert_eq!(v.outcome, Outcome::Pass);
+        }
     }
 
     #[test]
     fn a_lock_without_tokens_is_judged_on_its_unfenced_modes() {
-        let mut only_none = modes(mode(10, 3, 0, 0), mode(10, 0, 0, 0));
+        let mut only_none = modes(paused(3), mode(10, 0, 0, 0));
         only_none.remove(CLAIM_FIRST);
         let lost = Expectation::MustShow(Anomaly::LostUpdate);
         let v = verdict(lost, &only_none, &[], false);
