@@ -8,7 +8,7 @@
 //! - [`stale`]: how many lost increments stale writes can explain.
 //! - [`history`]: the history, Jepsen-style: every operation with its invoke and complete
 //!   times, outcome (ok / fail / info) and values; JSON lines.
-//! - [`lost`]: lost updates by name, each with the write that erased it, replayed from the
+//! - [`lost`](mod@lost): lost updates by name, each with the write that erased it, replayed from the
 //!   resource's log.
 
 pub mod availability;

@@ -199,7 +199,7 @@ pub struct ModeReport {
     pub stale_reach: u64,
     /// Lost updates that no stale write explains — neither the lost write nor the one that
     /// erased it completed after its lease: two holders at once
-    /// ([`crate::checker::lost`]); `null` when the row's log could not be read.
+    /// ([`crate::checker::lost`](mod@crate::checker::lost)); `null` when the row's log could not be read.
     #[serde(default)]
     pub unexplained_losses: Option<u64>,
     /// Writes whose statement failed (PostgreSQL errors): indeterminate until the row's log

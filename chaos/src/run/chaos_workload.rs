@@ -68,7 +68,7 @@ pub struct WorkerSpec {
     pub pause: Option<PausePlan>,
 }
 
-/// How a grant's section ended (see [`SectionOutcome`]).
+/// How a grant's section ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum GrantOutcome {

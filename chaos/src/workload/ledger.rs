@@ -9,7 +9,7 @@
 //! no longer reachable from the row. So at the end, walking `prev` from the row's `last`
 //! through `chaos_applied` gives the chain of updates that survived; every other applied
 //! section was erased, and the write that erased it is the one on the chain that read a
-//! state older than it (see [`crate::checker::lost`]). It is Elle's list-append idea with
+//! state older than it (see [`crate::checker::lost`](mod@crate::checker::lost)). It is Elle's list-append idea with
 //! the list kept as links, so no statement carries more than a few numbers.
 //!
 //! The fenced modes guard their writes exactly as [`fenced_redlock::pg::CounterTable`] does
