@@ -69,7 +69,13 @@ fn every_report_entry_matches_the_report_schema() {
         })
     });
     let report = serde_json::to_value(&run).expect("json");
-    for lane in ["violations", "rejected", "pauses", "fence_regressions"] {
+    for lane in [
+        "violations",
+        "rejected",
+        "pauses",
+        "fence_regressions",
+        "lost_updates",
+    ] {
         let present = run.scenarios.iter().any(|s| {
             report_lane(&report, &s.name)
                 .iter()

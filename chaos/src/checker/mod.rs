@@ -1,13 +1,26 @@
 //! The checker: what a fenced-counter run did, computed from its records by pure functions.
+//! It never asks the lock anything: it judges what was recorded.
 //!
+//! - [`availability`]: long minority faults during which a mode was granted nothing.
 //! - [`exclusion`]: pairs of grants whose hold windows overlap (mutual exclusion broken).
 //! - [`fence`]: grants whose fencing token did not grow (duplicates, regressions).
 //! - [`report`]: per-run numbers ([`RunReport`]) and their summary over runs ([`Summary`]).
+//! - [`stale`]: how many lost increments stale writes can explain.
+//! - [`history`]: the history, Jepsen-style: every operation with its invoke and complete
+//!   times, outcome (ok / fail / info) and values; JSON lines.
+//! - [`lost`](mod@lost): lost updates by name, each with the write that erased it, replayed from the
+//!   resource's log.
 
+pub mod availability;
 pub mod exclusion;
 pub mod fence;
+pub mod history;
+pub mod lost;
 pub mod report;
+pub mod stale;
 
 pub use exclusion::{Window, exclusion_violations, overlapping_pairs};
 pub use fence::fence_regressions;
+pub use lost::{LostReport, LostUpdate, lost_updates};
 pub use report::{RunReport, Summary, lost};
+pub use stale::{Written, stale_reach};

@@ -150,7 +150,8 @@ pub async fn run(args: RunArgs) -> u8 {
         ),
         Err(e) => {
             eprintln!("chaos run: {e}");
-            return Outcome::Unknown.exit_code().max(report.verdict.exit_code());
+            // The worse outcome: a lock that failed still fails (exit 1) without its files.
+            return report.verdict.worst(Outcome::Unknown).exit_code();
         }
     }
     if args.json {

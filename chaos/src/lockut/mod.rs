@@ -230,16 +230,24 @@ impl LockUnderTest {
     }
 
     /// Releases `lease` (best effort: keys that could not be deleted expire with the TTL).
-    pub async fn release(&self, lease: Lease) {
+    /// Whether a majority of nodes confirmed the delete; `None` when the lock does not say.
+    pub async fn release(&self, lease: Lease) -> Option<bool> {
         match (self, lease) {
             (_, Lease::Ours(l)) => {
-                let _ = l.release().await;
+                let report = l.release().await;
+                Some(report.released() > report.nodes.len() / 2)
             }
-            (LockUnderTest::Plain(p), Lease::Plain(l)) => p.release(l).await,
+            (LockUnderTest::Plain(p), Lease::Plain(l)) => {
+                p.release(l).await;
+                None
+            }
             #[cfg(feature = "peers")]
-            (LockUnderTest::Rslock(r), Lease::Rslock(l)) => r.release(l).await,
+            (LockUnderTest::Rslock(r), Lease::Rslock(l)) => {
+                r.release(l).await;
+                None
+            }
             // A lease can only come from its own lock; nothing to do otherwise.
-            _ => {}
+            _ => None,
         }
     }
 }

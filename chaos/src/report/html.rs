@@ -9,9 +9,9 @@
 use std::fmt::Write as _;
 
 use super::escape::{anchor, escape};
-use super::model::{ChaosReport, ModeReport, Outcome, ScenarioReport};
+use super::model::{ChaosReport, ModeReport, Outcome, ScenarioReport, or_unknown};
 use super::palette::{self, GRANT_OK, GRANT_STALE, PAUSE, REJECTED, STALE_WRITE, VIOLATION};
-use super::{counter, latency, timeline};
+use super::{counter, culprits, latency, timeline};
 
 /// File name of the page inside the report directory.
 pub const HTML_FILE: &str = "report.html";
@@ -105,7 +105,7 @@ fn run_header(out: &mut String, r: &ChaosReport) {
         escape(&r.command),
     );
     for (i, s) in r.scenarios.iter().enumerate() {
-        let lost: i64 = s.modes.values().map(|m| m.lost).sum();
+        let lost = or_unknown(s.modes.values().map(|m| m.lost).sum());
         let viol: u64 = s.modes.values().map(|m| m.exclusion_violations).sum();
         let _ = write!(
             out,
@@ -149,6 +149,7 @@ fn scenario(out: &mut String, i: usize, s: &ScenarioReport) {
     let _ = write!(out, "<div class=\"chart\">{}</div>", counter::render(s));
     out.push_str("<h3>Summary</h3>");
     summary_table(out, s, &modes);
+    culprits::lost_updates(out, s, &modes);
     out.push_str("</section>");
 }
 
@@ -233,7 +234,11 @@ fn summary_table(out: &mut String, s: &ScenarioReport, modes: &[&str]) {
             fence_regressions,
             pauses,
             idle_fault_windows,
+            stale_reach: _,
+            unexplained_losses: _,
+            indeterminate_writes: _,
         } = m;
+        let (lost, final_value) = (or_unknown(*lost), or_unknown(*final_value));
         let bad = |b: bool| if b { " class=\"bad\"" } else { "" };
         let _ = write!(
             out,
@@ -244,7 +249,7 @@ fn summary_table(out: &mut String, s: &ScenarioReport, modes: &[&str]) {
              <td>{acquire_errors}</td><td>{}</td><td>{}</td><td>{stalls}</td><td{}>{idle_fault_windows}</td><td>{final_value}</td></tr>",
             escape(mode),
             escape(mode),
-            bad(*lost != 0),
+            bad(m.lost != Some(0)),
             100.0 * m.lost_share(),
             bad(*stale_writes > 0),
             bad(*exclusion_violations > 0),

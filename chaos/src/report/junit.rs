@@ -10,7 +10,7 @@
 use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
 
 use super::error::ReportError;
-use super::model::{ChaosReport, ModeReport, Outcome, ScenarioReport};
+use super::model::{ChaosReport, ModeReport, Outcome, ScenarioReport, or_unknown};
 use super::palette;
 
 /// File name of the JUnit file inside the report directory.
@@ -101,7 +101,7 @@ fn summary(m: &ModeReport) -> String {
          acquire_failures={} acquire_errors={} acquire_p50_us={} acquire_p99_us={} stalls={} final_value={} \
          lost_share={:.4} abandoned={} stale_writes={} fence_regressions={} pauses={} idle_fault_windows={}",
         m.sections,
-        m.lost,
+        or_unknown(m.lost),
         m.rejected,
         m.exclusion_violations,
         m.acquire_attempts,
@@ -110,7 +110,7 @@ fn summary(m: &ModeReport) -> String {
         m.acquire_p50_us,
         m.acquire_p99_us,
         m.stalls,
-        m.final_value,
+        or_unknown(m.final_value),
         m.lost_share(),
         m.abandoned,
         m.stale_writes,

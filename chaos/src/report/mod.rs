@@ -9,12 +9,14 @@
 //! - [`write`](mod@write): the report directory — [`write_all`], [`load`], [`rerender`].
 //! - [`html`]: `report.html`, one self-contained page ([`render_html`]); its charts are
 //!   `timeline`, `latency` and `counter`, drawn with the `svg` writer on the shared `axis`,
-//!   thinned by `downsample`, coloured by `palette`; all text through `escape`.
+//!   thinned by `downsample`, coloured by `palette`; all text through `escape`; the lost
+//!   updates and their culprits are a table (`culprits`).
 //! - [`junit`]: `junit.xml` for CI ([`render_junit`]).
 //! - [`error`]: what can fail, as [`ReportError`].
 
 mod axis;
 mod counter;
+mod culprits;
 mod downsample;
 pub mod error;
 mod escape;
@@ -35,8 +37,9 @@ pub use escape::escape;
 pub use html::render_html;
 pub use junit::render_junit;
 pub use model::{
-    ChaosReport, CounterSample, FaultWindow, FenceMark, GrantSpan, LatencySample, ModeReport,
-    ModeTimeline, Ms, Outcome, PauseSpan, RejectedWrite, ScenarioReport, Verdict, ViolationMark,
+    ChaosReport, CounterSample, Culprit, FaultWindow, FenceMark, GrantSpan, LatencySample,
+    LostUpdate, ModeReport, ModeTimeline, Ms, Outcome, PauseSpan, RejectedWrite, ScenarioReport,
+    Verdict, ViolationMark,
 };
 pub use observer::{Progress, RunObserver, Silent};
 pub use progress::{BarsObserver, LineObserver, observer_for_terminal};

@@ -16,6 +16,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::checker::lost::{Culprit, LostUpdate};
+
 /// File name of the report inside the report directory.
 pub const REPORT_FILE: &str = "report.json";
 
@@ -122,6 +124,12 @@ pub struct ScenarioReport {
     pub verdict: Verdict,
     /// What happened when, per mode (same keys as `modes`).
     pub timeline: BTreeMap<String, ModeTimeline>,
+    /// The history's file, relative to the report directory (`null`: none was recorded).
+    #[serde(default)]
+    pub history: Option<String>,
+    /// The history itself: written to `history` beside the report, never into it.
+    #[serde(skip)]
+    pub ops: Vec<crate::checker::history::Op>,
 }
 
 /// One fault as applied.
@@ -144,8 +152,9 @@ pub struct FaultWindow {
 pub struct ModeReport {
     /// Critical sections that completed (their write was accepted).
     pub sections: u64,
-    /// `sections − final counter value`: increments that vanished.
-    pub lost: i64,
+    /// `sections − final counter value`: increments that vanished; `null` when the final
+    /// value could not be read (the harness could not tell, never "everything lost").
+    pub lost: Option<i64>,
     /// Writes the fenced resource refused (redone under a fresh lock).
     pub rejected: u64,
     /// Pairs of grants whose holding windows overlapped.
@@ -162,8 +171,8 @@ pub struct ModeReport {
     pub acquire_p99_us: u64,
     /// Sections that stalled (client stalls from the fault schedule).
     pub stalls: u64,
-    /// Final counter value.
-    pub final_value: i64,
+    /// Final counter value; `null` when it could not be read.
+    pub final_value: Option<i64>,
     /// Grants whose validity ran out before the write (nothing written; the modes that
     /// check their lease only).
     #[serde(default)]
@@ -183,20 +192,38 @@ pub struct ModeReport {
     /// granted no section that completed (the lock was not available while they lasted).
     #[serde(default)]
     pub idle_fault_windows: u64,
+    /// The most increments the stale writes could have erased: per stale write, itself and
+    /// every accepted write that completed between its grant and its own write. A loss
+    /// beyond it was not the stale writes' doing ([`crate::checker::stale`]).
+    #[serde(default)]
+    pub stale_reach: u64,
+    /// Lost updates that no stale write explains — neither the lost write nor the one that
+    /// erased it completed after its lease: two holders at once
+    /// ([`crate::checker::lost`](mod@crate::checker::lost)); `null` when the row's log could not be read.
+    #[serde(default)]
+    pub unexplained_losses: Option<u64>,
+    /// Writes whose statement failed (PostgreSQL errors): indeterminate until the row's log
+    /// settled them; not counted in `sections`.
+    #[serde(default)]
+    pub indeterminate_writes: u64,
 }
 
 /// Shortest fault window [`ModeReport::idle_fault_windows`] looks at: long enough for
 /// many sections of any scenario (and a few of `latency`'s long ones).
 pub const IDLE_FAULT_MIN_MS: u64 = 2_000;
 
+/// A count that may be unknown, as text: the number, or `?`.
+pub fn or_unknown(n: Option<i64>) -> String {
+    n.map_or_else(|| "?".into(), |n| n.to_string())
+}
+
 impl ModeReport {
     /// Share of acknowledged increments lost, `lost / sections` (Jepsen's measure), in
     /// `[0, 1]`; 0 when nothing was acknowledged.
     pub fn lost_share(&self) -> f64 {
-        if self.sections == 0 {
-            0.0
-        } else {
-            (self.lost.max(0) as f64 / self.sections as f64).min(1.0)
+        match self.lost {
+            Some(lost) if self.sections > 0 => (lost.max(0) as f64 / self.sections as f64).min(1.0),
+            _ => 0.0,
         }
     }
 }
@@ -220,6 +247,10 @@ pub struct ModeTimeline {
     /// Grants whose token was not larger than every earlier grant's.
     #[serde(default)]
     pub fence_regressions: Vec<FenceMark>,
+    /// Acknowledged writes the row did not keep, each with the write that erased it (at
+    /// most 500; the count is `sections − final value` plus indeterminate writes kept).
+    #[serde(default)]
+    pub lost_updates: Vec<LostUpdate>,
 }
 
 /// A worker stopped (paused itself) and resumed.

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use super::model::{Outcome, ScenarioReport};
+use super::model::{Outcome, ScenarioReport, or_unknown};
 use super::observer::{Progress, RunObserver};
 
 /// How often the plain observer writes a line while a scenario runs: often enough to show
@@ -53,7 +53,13 @@ fn verdict_line(r: &ScenarioReport) -> String {
     let modes: Vec<String> = r
         .modes
         .iter()
-        .map(|(m, s)| format!("{m}: lost {} violations {}", s.lost, s.exclusion_violations))
+        .map(|(m, s)| {
+            format!(
+                "{m}: lost {} violations {}",
+                or_unknown(s.lost),
+                s.exclusion_violations
+            )
+        })
         .collect();
     let mut line = format!("{word} {} — {}", r.name, modes.join("; "));
     if r.verdict.outcome != Outcome::Pass {
@@ -287,6 +293,8 @@ mod tests {
                 failed_modes: Vec::new(),
             },
             timeline: BTreeMap::new(),
+            history: None,
+            ops: Vec::new(),
         };
         obs.scenario_finished(&report);
         let text = String::from_utf8(obs.into_inner()).expect("utf8");
@@ -323,6 +331,8 @@ mod tests {
                 failed_modes: Vec::new(),
             },
             timeline: BTreeMap::new(),
+            history: None,
+            ops: Vec::new(),
         });
         // Started as scenario 2 of 3 (index 1); finishing it counts it done.
         assert_eq!(obs.run.position(), 2);

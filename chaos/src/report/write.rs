@@ -1,5 +1,7 @@
-//! The report directory: `report.json` (the record), `report.html` (for people) and
-//! `junit.xml` (for CI), written together and re-rendered from the JSON alone.
+//! The report directory: `report.json` (the record), `report.html` (for people),
+//! `junit.xml` (for CI) and `history/*.jsonl` (every operation of each scenario, see
+//! [`crate::checker::history`]), written together; the first three re-render from the JSON
+//! alone.
 
 use std::path::{Path, PathBuf};
 
@@ -7,6 +9,7 @@ use super::error::ReportError;
 use super::html::{HTML_FILE, render_html};
 use super::junit::{JUNIT_FILE, render_junit};
 use super::model::{ChaosReport, REPORT_FILE};
+use crate::checker::history::write_jsonl;
 
 /// Where the files of a report directory are.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,6 +42,21 @@ pub fn write_all(dir: &Path, report: &ChaosReport) -> Result<ReportPaths, Report
     // Renders happen before any write, so a render error leaves the directory as it was.
     let html = render_html(report);
     let junit = render_junit(report)?;
+    for s in &report.scenarios {
+        if let Some(rel) = s.history.as_deref().filter(|_| !s.ops.is_empty()) {
+            let path = dir.join(rel);
+            if let Some(parent) = path.parent() {
+                create_dir(parent)?;
+            }
+            let mut lines = Vec::new();
+            write_jsonl(&mut lines, &s.ops).map_err(|source| ReportError::Io {
+                action: "writing",
+                path: path.clone(),
+                source,
+            })?;
+            write_atomic(&path, &lines)?;
+        }
+    }
     write_atomic(&paths.json, &json)?;
     write_atomic(&paths.html, html.as_bytes())?;
     write_atomic(&paths.junit, junit.as_bytes())?;

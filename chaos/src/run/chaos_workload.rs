@@ -4,8 +4,12 @@
 //! Unlike [`crate::workload::counter`] (a fixed number of sections, any lock failure fatal),
 //! a chaos worker must live through faults: an acquire that fails — quorum unreachable,
 //! wait timed out — is recorded and retried; only harness faults (PostgreSQL, a lock
-//! setting) end it. Each grant runs one section ([`run_section`], shared with the fencing
-//! table) and is recorded with its holding window `[granted_at, min(release, valid_until)]`.
+//! setting, a closed database connection) end it. Each grant runs one section on the
+//! [`Ledger`] and is recorded with its holding window `[granted_at, min(release,
+//! valid_until)]`; every operation — acquire, read or claim, write, release — also goes to
+//! the history ([`WorkerEvent::Op`]) with its invoke and complete times and outcome. A
+//! PostgreSQL error on a statement is an indeterminate operation (`info`), not the end of
+//! the worker: the ledger's log tells later whether such a write landed.
 //!
 //! Before writing, a worker of every mode but the naive `none` checks that its lease is
 //! still valid and abandons the section otherwise (the lock crate's advice, "check
@@ -19,7 +23,6 @@
 
 use std::time::Duration;
 
-use fenced_redlock::pg::CounterTable;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
@@ -29,9 +32,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::clock::ScenarioClock;
 use super::pause::PausePlan;
+use crate::checker::history::{Op, OpKind, OpOutcome};
 use crate::lockut::{Lease, LockUnderTest};
 use crate::workload::Mode;
-use crate::workload::section::{SectionOutcome, SectionSpec, run_section};
+use crate::workload::ledger::{Ledger, State, section_id};
 
 /// Longest single waiting acquire; a worker retries after it (recording the failure).
 pub const DEFAULT_ACQUIRE_WAIT: Duration = Duration::from_secs(1);
@@ -64,7 +68,7 @@ pub struct WorkerSpec {
     pub pause: Option<PausePlan>,
 }
 
-/// How a grant's section ended (see [`SectionOutcome`]).
+/// How a grant's section ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum GrantOutcome {
@@ -74,16 +78,8 @@ pub enum GrantOutcome {
     Rejected,
     /// Validity ran out before the write; nothing written.
     Abandoned,
-}
-
-impl From<SectionOutcome> for GrantOutcome {
-    fn from(o: SectionOutcome) -> Self {
-        match o {
-            SectionOutcome::Accepted => GrantOutcome::Accepted,
-            SectionOutcome::Rejected => GrantOutcome::Rejected,
-            SectionOutcome::Abandoned => GrantOutcome::Abandoned,
-        }
-    }
+    /// A statement failed: the write may or may not have landed (the ledger's log says).
+    Indeterminate,
 }
 
 /// One thing a worker did; times are µs since the scenario start. One JSON line each on a
@@ -141,6 +137,8 @@ pub enum WorkerEvent {
         /// When it was resumed.
         at_us: u64,
     },
+    /// One operation of the history.
+    Op(Op),
     /// The worker reached its end cleanly.
     Done {
         /// Worker index.
@@ -200,12 +198,12 @@ pub async fn run_worker(
     mut emit: impl FnMut(WorkerEvent),
 ) {
     let worker = spec.worker;
-    let section = SectionSpec::new(CounterTable::default(), spec.mode, spec.row, spec.work);
     let deadline = clock.instant_at(spec.until);
     // A small seeded head start, so workers of a mode do not hit the nodes in lockstep.
     let mut rng = StdRng::seed_from_u64(spec.seed);
     let head = Duration::from_micros(rng.random_range(0..=20_000));
     let mut pauses = spec.pause.map(|p| p.start(&mut rng));
+    let mut sections = 0u64;
     tokio::select! {
         () = tokio::time::sleep_until(clock.instant_at(Duration::ZERO) + head) => {}
         () = stop.cancelled() => {}
@@ -222,9 +220,26 @@ pub async fn run_worker(
             r = lock.acquire(&spec.resource, wait) => r,
             () = stop.cancelled() => break,
         };
+        let acquire = |outcome| {
+            let mut op = Op::new(
+                worker,
+                OpKind::Acquire,
+                outcome,
+                clock.us(started),
+                clock.us(Instant::now()),
+            );
+            op.mode = spec.mode.name().into();
+            op
+        };
         match result {
             Ok(Ok(lease)) => {
                 let g = lease.granted();
+                sections += 1;
+                let section = section_id(worker, sections);
+                let mut op = acquire(OpOutcome::Ok).section(section);
+                op.fence = g.fence;
+                op.valid_until_us = Some(clock.us(g.valid_until));
+                emit(WorkerEvent::Op(op));
                 emit(WorkerEvent::Acquire {
                     worker,
                     at_us: clock.us(Instant::now()),
@@ -239,11 +254,11 @@ pub async fn run_worker(
                     spec.work
                 };
                 let held = Held {
-                    section: &section,
+                    spec,
+                    section,
                     work,
                     client,
                     clock,
-                    worker,
                     pause: pauses.as_mut().and_then(|p| p.next_section(&mut rng)),
                     pause_self,
                 };
@@ -252,14 +267,17 @@ pub async fn run_worker(
                     return;
                 }
             }
-            Ok(Err(failure)) => emit(WorkerEvent::Acquire {
-                worker,
-                at_us: clock.us(Instant::now()),
-                latency_us: us(started.elapsed()),
-                ok: false,
-                rounds: failure.rounds,
-                node_fault: failure.node_fault,
-            }),
+            Ok(Err(failure)) => {
+                emit(WorkerEvent::Op(acquire(OpOutcome::Fail)));
+                emit(WorkerEvent::Acquire {
+                    worker,
+                    at_us: clock.us(Instant::now()),
+                    latency_us: us(started.elapsed()),
+                    ok: false,
+                    rounds: failure.rounds,
+                    node_fault: failure.node_fault,
+                });
+            }
             Err(fatal) => {
                 emit(WorkerEvent::Failed {
                     worker,
@@ -274,77 +292,174 @@ pub async fn run_worker(
 
 /// One grant's section: what it runs on, and whether it pauses.
 struct Held<'a> {
-    section: &'a SectionSpec,
+    spec: &'a WorkerSpec,
+    /// Its id in the ledger and the history.
+    section: u64,
     /// This section's work.
     work: Duration,
     client: &'a Client,
     clock: ScenarioClock,
-    worker: usize,
     /// Drawn before the section: pause this long right before the write.
     pause: Option<Duration>,
     pause_self: &'a (dyn Fn() + Sync),
 }
 
 impl Held<'_> {
-    /// Runs the section under `lease`, records the grant, releases.
+    /// An operation of this section that was invoked at `invoke` and completed now.
+    fn op(&self, f: OpKind, outcome: OpOutcome, invoke: Instant) -> Op {
+        let mut op = Op::new(
+            self.spec.worker,
+            f,
+            outcome,
+            self.clock.us(invoke),
+            self.clock.us(Instant::now()),
+        )
+        .section(self.section);
+        op.mode = self.spec.mode.name().into();
+        op
+    }
+
+    /// Runs the section under `lease`, records the grant, releases. `Err` only when the
+    /// worker cannot go on (a closed database connection, a fenced mode without a token).
     async fn run(
         self,
         lock: &LockUnderTest,
         lease: Lease,
         emit: &mut impl FnMut(WorkerEvent),
     ) -> Result<(), String> {
-        let Held {
-            section,
-            work,
-            client,
-            clock,
-            worker,
-            pause,
-            pause_self,
-        } = self;
         let granted = lease.granted();
         let valid_until = granted.valid_until;
-        let before_write = async {
-            if section.mode != Mode::None && Instant::now() >= valid_until {
-                return false;
-            }
-            // Right after the check: the one moment a pause turns into a stale write.
-            if let Some(length) = pause {
-                emit(WorkerEvent::Pausing {
-                    worker,
-                    at_us: clock.us(Instant::now()),
-                    resume_after_us: us(length),
-                });
-                pause_self();
-            }
-            true
-        };
-        let fence = granted.fence.map(fenced_redlock::FenceToken::new);
-        let outcome = if work == section.work {
-            run_section(section, client, fence, before_write).await
-        } else {
-            run_section(&section.with_work(work), client, fence, before_write).await
-        };
+        let outcome = self.section(granted.fence, valid_until, emit).await;
         let done = Instant::now();
-        let event_outcome = match &outcome {
-            Ok(o) => GrantOutcome::from(*o),
-            // The write may or may not have landed: the run is a harness failure anyway.
-            Err(_) => GrantOutcome::Abandoned,
-        };
         emit(WorkerEvent::Grant {
-            worker,
+            worker: self.spec.worker,
             fence: granted.fence,
-            start_us: clock.us(granted.granted_at),
-            end_us: clock.us(done.min(valid_until)),
-            valid_until_us: clock.us(valid_until),
-            done_us: clock.us(done),
-            outcome: event_outcome,
+            start_us: self.clock.us(granted.granted_at),
+            end_us: self.clock.us(done.min(valid_until)),
+            valid_until_us: self.clock.us(valid_until),
+            done_us: self.clock.us(done),
+            outcome: *outcome.as_ref().unwrap_or(&GrantOutcome::Indeterminate),
         });
-        // Not needed: keys we could not delete expire with the TTL.
-        lock.release(lease).await;
-        outcome
-            .map(drop)
-            .map_err(|e| format!("section on row {}: {e}", section.row))
+        let invoke = Instant::now();
+        // Not needed for safety: keys we could not delete expire with the TTL.
+        let released = lock.release(lease).await;
+        let result = match released {
+            Some(true) => OpOutcome::Ok,
+            Some(false) => OpOutcome::Fail,
+            None => OpOutcome::Info,
+        };
+        emit(WorkerEvent::Op(self.op(OpKind::Release, result, invoke)));
+        outcome.map(drop)
+    }
+
+    /// Read (or claim), work, check, maybe pause, write: each statement an operation.
+    async fn section(
+        &self,
+        fence: Option<u64>,
+        valid_until: Instant,
+        emit: &mut impl FnMut(WorkerEvent),
+    ) -> Result<GrantOutcome, String> {
+        let (mode, row, ledger) = (self.spec.mode, self.spec.row, Ledger);
+        let fence = match (mode.is_fenced(), fence) {
+            (false, _) => 0,
+            (true, Some(f)) => f,
+            (true, None) => return Err("the lock returned no fencing token".into()),
+        };
+        let (f, invoke) = if mode == Mode::ClaimFirst {
+            (OpKind::Claim, Instant::now())
+        } else {
+            (OpKind::Read, Instant::now())
+        };
+        let read = if mode == Mode::ClaimFirst {
+            ledger.claim(self.client, row, fence).await
+        } else {
+            ledger.read(self.client, row).await
+        };
+        let read: State = match read {
+            Ok(Some(state)) => {
+                emit(WorkerEvent::Op(
+                    self.op(f, OpOutcome::Ok, invoke)
+                        .values(state.value, state.last),
+                ));
+                state
+            }
+            // A refused claim (or a missing row, which the final read reports).
+            Ok(None) => {
+                emit(WorkerEvent::Op(self.op(f, OpOutcome::Fail, invoke)));
+                return Ok(GrantOutcome::Rejected);
+            }
+            Err(e) => return self.indeterminate(f, invoke, &e, emit),
+        };
+        tokio::time::sleep(self.work).await;
+        if mode != Mode::None && Instant::now() >= valid_until {
+            return Ok(GrantOutcome::Abandoned);
+        }
+        // Right after the check: the one moment a pause turns into a stale write.
+        if let Some(length) = self.pause {
+            emit(WorkerEvent::Pausing {
+                worker: self.spec.worker,
+                at_us: self.clock.us(Instant::now()),
+                resume_after_us: us(length),
+            });
+            (self.pause_self)();
+        }
+        let next = read.value.saturating_add(1);
+        let invoke = Instant::now();
+        match ledger
+            .write(self.client, mode, row, self.section, read.last, next, fence)
+            .await
+        {
+            Ok(accepted) => {
+                let outcome = if accepted {
+                    OpOutcome::Ok
+                } else {
+                    OpOutcome::Fail
+                };
+                emit(WorkerEvent::Op(
+                    self.op(OpKind::Write, outcome, invoke)
+                        .values(next, read.last),
+                ));
+                Ok(if accepted {
+                    GrantOutcome::Accepted
+                } else {
+                    GrantOutcome::Rejected
+                })
+            }
+            Err(e) => {
+                let mut op = self.op(OpKind::Write, OpOutcome::Info, invoke);
+                op = op.values(next, read.last);
+                self.indeterminate_op(op, &e, emit)
+            }
+        }
+    }
+
+    /// A statement that failed: an `info` operation; the worker goes on unless the
+    /// connection is gone.
+    fn indeterminate(
+        &self,
+        f: OpKind,
+        invoke: Instant,
+        e: &tokio_postgres::Error,
+        emit: &mut impl FnMut(WorkerEvent),
+    ) -> Result<GrantOutcome, String> {
+        let op = self.op(f, OpOutcome::Info, invoke);
+        self.indeterminate_op(op, e, emit)
+    }
+
+    fn indeterminate_op(
+        &self,
+        op: Op,
+        e: &tokio_postgres::Error,
+        emit: &mut impl FnMut(WorkerEvent),
+    ) -> Result<GrantOutcome, String> {
+        emit(WorkerEvent::Op(op.error(e.to_string())));
+        if self.client.is_closed() {
+            return Err(format!(
+                "the PostgreSQL connection of row {} closed: {e}",
+                self.spec.row
+            ));
+        }
+        Ok(GrantOutcome::Indeterminate)
     }
 }
 

@@ -15,6 +15,7 @@
 //!   resumes it).
 //! - [`split`]: `amnesia-split` — a victim worker with a bare-majority view, and the node
 //!   restarted empty on its grants.
+//! - [`faults`]: the nemesis's records as the report's fault windows.
 //! - [`clock`]: the run's one clock (`CLOCK_MONOTONIC`) across processes.
 //! - [`record`]: events → [`ModeReport`] and timeline.
 //! - [`verdict`]: expectation × mode reports → [`Verdict`].
@@ -26,6 +27,7 @@
 
 pub mod chaos_workload;
 pub mod clock;
+pub mod faults;
 pub mod needs;
 pub mod pause;
 pub mod play;
@@ -40,7 +42,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use fenced_redlock::pg::CounterTable;
 use tokio_util::sync::CancellationToken;
 
 use crate::cluster::stack::Stack;
@@ -53,9 +54,10 @@ use crate::pg::Pg;
 use crate::report::observer::RunObserver;
 use crate::report::{ChaosReport, Outcome, ScenarioReport, Verdict};
 use crate::scenario::Scenario;
+use crate::workload::ledger::Ledger;
 
 /// Version of `report.json` this runner writes.
-pub const SCHEMA: u32 = 2;
+pub const SCHEMA: u32 = 3;
 /// Default workers per mode (4 modes × 3 = 12 on a 2-core machine, as many as before the
 /// `checked` mode was added).
 pub const DEFAULT_WORKERS: usize = 3;
@@ -258,6 +260,8 @@ fn unknown(s: &Scenario, cfg: &RunConfig, reason: String) -> ScenarioReport {
             failed_modes: Vec::new(),
         },
         timeline: Default::default(),
+        history: None,
+        ops: Vec::new(),
     }
 }
 
@@ -316,10 +320,10 @@ async fn setup(
     let admin = crate::pg::connect(&pg.dsn())
         .await
         .map_err(|e| e.to_string())?;
-    CounterTable::default()
+    Ledger
         .create_if_missing(&admin)
         .await
-        .map_err(|e| format!("creating the counter table: {e}"))?;
+        .map_err(|e| format!("creating the ledger tables: {e}"))?;
     let row_base = i32::try_from(suite::mix(cfg.seed, u64::from(rand::random::<u32>())) % 100_000)
         .unwrap_or(0)
         * ROWS_PER_RUN;

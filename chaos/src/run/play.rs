@@ -1,7 +1,7 @@
 //! One scenario on the run's shared cluster and database.
 //!
 //! 1. Reset: proxies reset (enabled, no toxics), FLUSHALL on every node through its admin
-//!    URL, every node answering through its proxy; the mode rows set to 0.
+//!    URL, every node answering through its proxy; the mode rows of the ledger set to 0.
 //! 2. Start 4 modes × W workers, each mode with its own resource, row and lock client. In
 //!    process when the scenario has no client-side faults; as `chaos worker` processes
 //!    when it has (client stalls are SIGSTOP of those processes; client pauses are the
@@ -10,14 +10,13 @@
 //!    the nemesis share one zero), play the schedule with [`Nemesis::run_until`], which
 //!    heals on every exit path; sample every mode's counter every 250 ms and tell the
 //!    observer about once a second.
-//! 4. Workers stop starting sections at t = duration; wait for them (bounded), read the
-//!    final values, and compute each mode's report and the verdict.
+//! 4. Workers stop starting sections at t = duration; wait for them (bounded), read each
+//!    row and its log, and compute each mode's report, the history and the verdict.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use fenced_redlock::pg::CounterTable;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -25,22 +24,22 @@ use tokio_util::sync::CancellationToken;
 use super::Env;
 use super::chaos_workload::{DEFAULT_ACQUIRE_WAIT, WorkerEvent, WorkerSpec, run_worker};
 use super::clock::{ScenarioClock, monotonic_ns};
+use super::faults::fault_windows;
 use super::pause::PausePlan;
-use super::record::ModeRecord;
+use super::record::{FinalRead, ModeRecord};
 use super::split;
 use super::suite;
 use super::verdict::verdict;
 use super::worker_proc::{self, ProcessControl};
+use crate::checker::availability::idle_fault_windows;
 use crate::cluster::{Cluster, NodeId, Verb};
 use crate::lockut::{LockKind, LockUnderTest};
-use crate::nemesis::{
-    Fault, FaultRecord, Nemesis, NemesisReport, PartitionVia, ScheduledFault, Targets,
-};
-use crate::report::model::IDLE_FAULT_MIN_MS;
+use crate::nemesis::{Nemesis, ScheduledFault};
 use crate::report::observer::{Progress, RunObserver};
 use crate::report::{FaultWindow, ModeReport, ModeTimeline, Outcome, ScenarioReport, Verdict};
 use crate::scenario::{Scenario, Work};
 use crate::workload::Mode;
+use crate::workload::ledger::{Ledger, State};
 
 /// Counter sampling period.
 const SAMPLE_EVERY: Duration = Duration::from_millis(250);
@@ -54,9 +53,16 @@ const STARTUP_PROCESSES: Duration = Duration::from_millis(800);
 const FINISH_GRACE: Duration = Duration::from_secs(10);
 /// Bound on the reset before a scenario.
 const RESET_WITHIN: Duration = Duration::from_secs(15);
+/// Bound on draining the events once every worker has ended (they are all in the channel).
+const CONSUMER_WITHIN: Duration = Duration::from_secs(5);
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn harness_none<T>(harness: &mut Vec<String>, why: String) -> Option<T> {
+    harness.push(why);
+    None
 }
 
 /// Plays `scenario` (number `index` of `total`); never fails: harness problems become an
@@ -117,6 +123,8 @@ pub(crate) async fn play(
             modes,
             verdict,
             timeline,
+            history: None,
+            ops: Vec::new(),
         }
     };
     let missing = not_applicable(&*env.cluster, scenario, &schedule.faults);
@@ -213,7 +221,6 @@ pub(crate) async fn play(
     let hard_deadline = clock.instant_at(duration + DEFAULT_ACQUIRE_WAIT + FINISH_GRACE);
     let mut sampler = tokio::time::interval(SAMPLE_EVERY);
     let mut samples = 0u32;
-    let table = CounterTable::default();
     // Bounded: ends when the nemesis and every worker are done, or at the hard deadline.
     loop {
         if nemesis_result.is_some() && tasks.is_empty() {
@@ -231,7 +238,7 @@ pub(crate) async fn play(
             _ = sampler.tick() => {
                 let at = clock.offset(Instant::now());
                 for (m, row) in rows.iter().enumerate() {
-                    if let Ok(Some(value)) = table.read(&env.admin, *row).await
+                    if let Ok(Some(State { value, .. })) = Ledger.read(&env.admin, *row).await
                         && let Some(r) = lock(&records).get_mut(m)
                     {
                         r.sample(at, value);
@@ -285,7 +292,14 @@ pub(crate) async fn play(
     }
     let unhealed = nemesis.heal_all().await;
     harness.extend(unhealed.iter().map(|u| format!("left unhealed: {u}")));
-    let _ = tokio::time::timeout(Duration::from_secs(5), consumer).await;
+    // Every event must be in: a Grant left in the channel would be a grant unchecked.
+    match tokio::time::timeout(CONSUMER_WITHIN, consumer).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => harness.push(format!("the event consumer failed: {e}")),
+        Err(_) => harness.push(format!(
+            "the event consumer did not finish within {CONSUMER_WITHIN:?}: events may be missing"
+        )),
+    }
     if stop.is_cancelled() {
         harness.push(format!(
             "interrupted at {:.1}s of {:.0}s; partial numbers",
@@ -303,6 +317,7 @@ pub(crate) async fn play(
     });
 
     let records = std::mem::take(&mut *lock(&records));
+    let mut history = Vec::new();
     let mut modes: BTreeMap<String, ModeReport> = BTreeMap::new();
     let mut timeline: BTreeMap<String, ModeTimeline> = BTreeMap::new();
     for ((mode, row), record) in Mode::ALL.iter().zip(&rows).zip(records) {
@@ -319,18 +334,17 @@ pub(crate) async fn play(
                 record.finished_workers()
             ));
         }
-        let final_value = match table.read(&env.admin, *row).await {
-            Ok(Some(v)) => v,
-            Ok(None) => {
-                harness.push(format!("{}: counter row {row} vanished", mode.name()));
-                0
-            }
-            Err(e) => {
-                harness.push(format!("{}: reading row {row}: {e}", mode.name()));
-                0
-            }
+        // Unread is unknown: never "every increment lost".
+        let end = FinalRead::read(&env.admin, *row, clock).await;
+        let end = match end {
+            Ok(e) if e.state.state.is_some() => Some(e),
+            Ok(_) => harness_none(&mut harness, format!("{}: row {row} vanished", mode.name())),
+            Err(e) => harness_none(&mut harness, format!("{}: row {row}: {e}", mode.name())),
         };
-        let (m, t) = record.finish(final_value);
+        let done = record.finish(mode.name(), end);
+        harness.extend(done.anomalies);
+        history.extend(done.history);
+        let (m, t) = (done.report, done.timeline);
         // Client pauses are faults too: on the scenario's fault list, beside the scheduled ones.
         faults.extend(t.pauses.iter().map(|p| FaultWindow {
             kind: "client-pause".into(),
@@ -351,30 +365,10 @@ pub(crate) async fn play(
             m.idle_fault_windows = idle_fault_windows(&faults, t);
         }
     }
-    report(harness, faults, modes, timeline)
-}
-
-/// Node faults lasting at least [`IDLE_FAULT_MIN_MS`] during which `t` shows no grant
-/// whose section was accepted (a section granted before the fault and finished during it
-/// does not show that the lock worked while it lasted).
-fn idle_fault_windows(faults: &[FaultWindow], t: &ModeTimeline) -> u64 {
-    let mut done: Vec<u64> = t
-        .grants
-        .iter()
-        .filter(|g| g.accepted)
-        .map(|g| g.start_ms.0 / 1000)
-        .collect();
-    done.sort_unstable();
-    faults
-        .iter()
-        .filter(|f| f.targets.iter().all(|t| t.starts_with('n')))
-        .filter_map(|f| Some((f.start_ms, f.end_ms?)))
-        .filter(|(a, b)| b.saturating_sub(*a) >= IDLE_FAULT_MIN_MS)
-        .filter(|(a, b)| {
-            let i = done.partition_point(|d| d < a);
-            done.get(i).is_none_or(|d| d >= b)
-        })
-        .count() as u64
+    let mut r = report(harness, faults, modes, timeline);
+    r.history = Some(format!("history/{index:03}-{}.jsonl", scenario.name));
+    r.ops = history;
+    r
 }
 
 /// The scenario's lease TTL: `amnesia-split` needs one longer than a node's restart.
@@ -548,10 +542,9 @@ async fn reset(env: &Env, rows: &[i32]) -> Result<(), String> {
     for url in &env.worker_urls {
         retry(url, "PING", deadline).await?;
     }
-    let table = CounterTable::default();
     for row in rows {
-        table
-            .insert(&env.admin, *row, 0)
+        Ledger
+            .reset(&env.admin, *row)
             .await
             .map_err(|e| format!("resetting row {row}: {e}"))?;
     }
@@ -590,107 +583,7 @@ async fn redis_cmd(url: &str, command: &str) -> Result<(), String> {
         .unwrap_or_else(|_| Err("timed out after 2s".into()))
 }
 
-/// The nemesis's records as report fault windows on the scenario clock; apply or heal
-/// errors go to `harness` (the scenario did not do what it says).
-fn fault_windows(
-    r: &NemesisReport,
-    nemesis_t0: Duration,
-    processes: bool,
-    harness: &mut Vec<String>,
-) -> Vec<FaultWindow> {
-    let shift = u64::try_from(nemesis_t0.as_millis()).unwrap_or(0);
-    let mut out = Vec::new();
-    for rec in &r.records {
-        for e in &rec.errors {
-            harness.push(format!("fault {} ({}): {e}", rec.index, rec.fault));
-        }
-        if let Some(applied) = rec.applied_ms {
-            out.push(FaultWindow {
-                kind: rec.fault.name().into(),
-                detail: detail(rec, processes),
-                targets: match &rec.targets {
-                    Targets::Nodes(n) => n.iter().map(|n| format!("n{}", n.0)).collect(),
-                    Targets::Workers(w) => w.iter().map(|w| format!("w{}", w.0)).collect(),
-                },
-                start_ms: applied + shift,
-                end_ms: rec.healed_ms.map(|h| h + shift),
-            });
-        }
-    }
-    out
-}
-
-fn detail(rec: &FaultRecord, processes: bool) -> String {
-    match rec.fault {
-        Fault::Kill => "SIGKILL; start again with its AOF".into(),
-        Fault::RestartKeep => "SIGKILL; back with its data".into(),
-        Fault::RestartWipe => "SIGKILL; back EMPTY (amnesia)".into(),
-        Fault::Freeze => "frozen (SIGSTOP / docker pause)".into(),
-        Fault::Partition {
-            via: PartitionVia::Proxy,
-        } => "workers cut off at the proxy".into(),
-        Fault::Partition {
-            via: PartitionVia::Network,
-        } => "docker network disconnect".into(),
-        Fault::BlackHole => "connections open, data dropped both ways".into(),
-        Fault::Slow {
-            latency_ms,
-            jitter_ms,
-        } => format!("+{latency_ms}ms ±{jitter_ms}ms on replies"),
-        Fault::ClockJump { offset_s } => format!("offset {offset_s:+}s"),
-        Fault::ClientStall if processes => "SIGSTOP of this worker's process in every mode".into(),
-        Fault::ClientStall => "worker stalled".into(),
-    }
-}
-
 /// Whether `mode` runs on `lock`: the fenced modes need fencing tokens.
 fn runs_on(mode: Mode, lock: LockKind) -> bool {
     lock.fences() || !mode.is_fenced()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::report::{GrantSpan, Ms};
-
-    fn fault(target: &str, start_ms: u64, end_ms: u64) -> FaultWindow {
-        FaultWindow {
-            kind: "freeze".into(),
-            detail: String::new(),
-            targets: vec![target.into()],
-            start_ms,
-            end_ms: Some(end_ms),
-        }
-    }
-
-    fn grant(start_ms: u64, accepted: bool) -> GrantSpan {
-        GrantSpan {
-            worker: 0,
-            fence: None,
-            start_ms: Ms(start_ms * 1000),
-            end_ms: Ms(start_ms * 1000 + 5_000),
-            valid_until_ms: Ms(start_ms * 1000 + 200_000),
-            accepted,
-            done_ms: Ms(start_ms * 1000 + 5_000),
-            abandoned: false,
-            stale: false,
-        }
-    }
-
-    #[test]
-    fn a_long_node_fault_without_a_granted_section_is_idle() {
-        let t = ModeTimeline {
-            // Granted before the first fault and finished inside it; a refused one inside.
-            grants: vec![grant(999, true), grant(1_500, false), grant(5_500, true)],
-            ..ModeTimeline::default()
-        };
-        let faults = [
-            fault("n1", 1_000, 4_000),
-            fault("n2", 5_000, 8_000),
-            // Too short to judge, and a worker's pause: neither counts.
-            fault("n3", 9_000, 9_500),
-            fault("w0", 10_000, 13_000),
-        ];
-        assert_eq!(idle_fault_windows(&faults, &t), 1);
-    }
 }

@@ -8,8 +8,45 @@
 use std::time::Duration;
 
 use super::chaos_workload::{GrantOutcome, WorkerEvent};
+use super::clock::ScenarioClock;
 use crate::bench::stats::percentile;
-use crate::checker::{self, Window};
+use crate::checker::history::{Op, OpKind, OpOutcome};
+use crate::checker::{self, Window, Written};
+use crate::workload::ledger::{Final, Ledger};
+
+/// The runner's read of a row at the end, and when it ran (µs on the scenario clock).
+#[derive(Debug, Clone)]
+pub struct FinalRead {
+    /// What it read.
+    pub state: Final,
+    /// Invoked at.
+    pub invoke_us: u64,
+    /// Completed at.
+    pub complete_us: u64,
+}
+
+impl FinalRead {
+    /// Reads ledger row `row` and its log through `admin`.
+    ///
+    /// # Errors
+    /// PostgreSQL's, as text.
+    pub async fn read(
+        admin: &tokio_postgres::Client,
+        row: i32,
+        clock: ScenarioClock,
+    ) -> Result<FinalRead, String> {
+        let invoke_us = clock.us(tokio::time::Instant::now());
+        let state = Ledger
+            .read_final(admin, row)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(FinalRead {
+            state,
+            invoke_us,
+            complete_us: clock.us(tokio::time::Instant::now()),
+        })
+    }
+}
 use crate::report::{
     CounterSample, FenceMark, GrantSpan, LatencySample, ModeReport, ModeTimeline, Ms, PauseSpan,
     RejectedWrite, ViolationMark,
@@ -32,6 +69,21 @@ pub struct ModeRecord {
     stale_writes: u64,
     done: usize,
     failures: Vec<String>,
+    indeterminate: u64,
+    history: Vec<Op>,
+}
+
+/// A mode's record, judged.
+#[derive(Debug)]
+pub struct Finished {
+    /// The numbers verdicts use.
+    pub report: ModeReport,
+    /// What renderers draw.
+    pub timeline: ModeTimeline,
+    /// Every operation, then the final read of the row.
+    pub history: Vec<Op>,
+    /// Breaks in the rig's own records (harness problems, not the lock's).
+    pub anomalies: Vec<String>,
 }
 
 impl ModeRecord {
@@ -111,6 +163,7 @@ impl ModeRecord {
                         at_ms: Ms(done_us),
                     }),
                     GrantOutcome::Abandoned => self.abandoned += 1,
+                    GrantOutcome::Indeterminate => self.indeterminate += 1,
                 }
                 self.stale_writes += u64::from(stale);
                 self.timeline.grants.push(GrantSpan {
@@ -143,6 +196,7 @@ impl ModeRecord {
                     p.to_ms = Some(Ms(at_us));
                 }
             }
+            WorkerEvent::Op(op) => self.history.push(op),
             WorkerEvent::Done { .. } => self.done += 1,
             WorkerEvent::Failed { worker, message } => {
                 self.failures.push(format!("worker {worker}: {message}"));
@@ -150,8 +204,40 @@ impl ModeRecord {
         }
     }
 
-    /// The summary and timeline, given the counter's final value.
-    pub fn finish(mut self, final_value: i64) -> (ModeReport, ModeTimeline) {
+    /// The summary, timeline and history of `mode`, given the row's final state (`None`: it
+    /// could not be read, and nothing is said about losses).
+    pub fn finish(mut self, mode: &str, end: Option<FinalRead>) -> Finished {
+        let final_value = end.as_ref().and_then(|e| e.state.state.map(|s| s.value));
+        let mut anomalies = Vec::new();
+        let lost = match &end {
+            Some(FinalRead {
+                state:
+                    Final {
+                        state: Some(state),
+                        applied,
+                    },
+                ..
+            }) => {
+                let r = checker::lost_updates(&self.history, applied, state.value, state.last);
+                anomalies.extend(r.anomalies.iter().map(|a| format!("{mode}: {a}")));
+                Some(r)
+            }
+            _ => None,
+        };
+        if let Some(e) = &end {
+            let mut op = Op::new(0, OpKind::Final, OpOutcome::Ok, e.invoke_us, e.complete_us);
+            op.worker = None;
+            op.mode = mode.into();
+            if let Some(s) = e.state.state {
+                op = op.values(s.value, s.last);
+            }
+            op.applied = Some(e.state.applied.clone());
+            self.history.push(op);
+        }
+        self.timeline.lost_updates = lost
+            .as_ref()
+            .map(|r| r.lost.iter().take(MAX_MARKS).cloned().collect())
+            .unwrap_or_default();
         let windows: Vec<Window> = self
             .timeline
             .grants
@@ -196,10 +282,21 @@ impl ModeRecord {
                 at_ms: tokens[i].0,
             })
             .collect();
+        let written: Vec<Written> = self
+            .timeline
+            .grants
+            .iter()
+            .filter(|g| g.accepted)
+            .map(|g| Written {
+                read_at: g.start_ms.0,
+                done_at: g.done_ms.0,
+                stale: g.stale,
+            })
+            .collect();
         self.ok_latencies_us.sort_unstable();
         let report = ModeReport {
             sections: self.sections,
-            lost: checker::lost(self.sections, final_value),
+            lost: final_value.map(|v| checker::lost(self.sections, v)),
             rejected: self.timeline.rejected.len() as u64,
             exclusion_violations: violations,
             acquire_attempts: self.attempts,
@@ -215,14 +312,34 @@ impl ModeRecord {
             pauses: self.timeline.pauses.len() as u64,
             // Needs the fault windows: filled in by the runner.
             idle_fault_windows: 0,
+            stale_reach: checker::stale_reach(&written),
+            unexplained_losses: lost.as_ref().map(|r| r.unexplained().count() as u64),
+            indeterminate_writes: self.indeterminate,
         };
-        (report, self.timeline)
+        Finished {
+            report,
+            timeline: self.timeline,
+            history: self.history,
+            anomalies,
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A final read of value `value` (no log: the events here carry no operations).
+    fn end(value: i64) -> FinalRead {
+        FinalRead {
+            state: Final {
+                state: Some(crate::workload::ledger::State { value, last: 0 }),
+                applied: Vec::new(),
+            },
+            invoke_us: 0,
+            complete_us: 0,
+        }
+    }
 
     fn grant(worker: usize, start: u64, end: u64, outcome: GrantOutcome) -> WorkerEvent {
         WorkerEvent::Grant {
@@ -261,8 +378,15 @@ mod tests {
         r.push(grant(1, 5, 20, GrantOutcome::Rejected));
         r.push(grant(2, 30, 40, GrantOutcome::Accepted));
         r.push(grant(3, 50, 60, GrantOutcome::Abandoned));
-        let (m, t) = r.finish(1);
-        assert_eq!((m.sections, m.lost, m.rejected, m.abandoned), (2, 1, 1, 1));
+        let Finished {
+            report: m,
+            timeline: t,
+            ..
+        } = r.finish("none", Some(end(1)));
+        assert_eq!(
+            (m.sections, m.lost, m.rejected, m.abandoned),
+            (2, Some(1), 1, 1)
+        );
         assert_eq!((m.stale_writes, m.fence_regressions), (0, 0));
         assert_eq!(m.exclusion_violations, 1);
         assert_eq!(t.violations.len(), 1);
@@ -306,8 +430,14 @@ mod tests {
             done_us: 450,
             outcome: GrantOutcome::Accepted,
         });
-        let (m, t) = r.finish(1);
+        let Finished {
+            report: m,
+            timeline: t,
+            ..
+        } = r.finish("none", Some(end(1)));
         assert_eq!((m.stale_writes, m.pauses, m.fence_regressions), (1, 1, 1));
+        // Itself, and worker 1's write, which landed while it was away.
+        assert_eq!(m.stale_reach, 2);
         assert_eq!(t.pauses[0].to_ms, Some(Ms(850)));
         assert_eq!(
             (

@@ -3,6 +3,7 @@
 
 use std::fmt::Write as _;
 
+use crate::report::model::or_unknown;
 use crate::report::{ChaosReport, Outcome};
 
 fn ms(us: u64) -> String {
@@ -68,7 +69,7 @@ pub fn render(report: &ChaosReport) -> String {
                 if i == 0 { s.name.as_str() } else { "" },
                 mode,
                 m.sections,
-                m.lost,
+                or_unknown(m.lost),
                 100.0 * m.lost_share(),
                 m.stale_writes,
                 m.rejected,

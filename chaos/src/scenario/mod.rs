@@ -28,7 +28,7 @@
 //! ```toml
 //! name = "kill-minority-60s"
 //! about = "SIGKILL a random minority for up to a minute, start it again; repeat"
-//! expectation = "safe-and-available"   # or unavailable-but-safe, may-violate-fencing-holds,
+//! expectation = "safe-and-available"   # or unavailable-but-safe, lock-holds, may-violate-fencing-holds,
 //!                                      # must-show-lost-update, must-show-exclusion-violation
 //! work = "run"                         # or "to-validity", or a duration: "100ms"
 //! pause_rate = 0.0

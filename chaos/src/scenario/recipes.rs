@@ -122,7 +122,7 @@ pub fn builtins() -> Vec<Scenario> {
         scenario(
             "clock-jump",
             "one node's clock jumps 20-60 s forward for a few seconds (Valkey only); repeat",
-            MayViolateFencingHolds,
+            LockHolds,
             recipe(
                 &[JUMP],
                 One,
@@ -133,7 +133,7 @@ pub fn builtins() -> Vec<Scenario> {
         scenario(
             "client-stall",
             "one worker stalls for 15-30 % of the run (longer than a short TTL); repeat",
-            MayViolateFencingHolds,
+            LockHolds,
             recipe(
                 &[FaultSpec::ClientStall {}],
                 OneWorker,

@@ -7,8 +7,9 @@
 use std::collections::BTreeMap;
 
 use redlock_chaos::report::{
-    ChaosReport, CounterSample, FaultWindow, GrantSpan, LatencySample, ModeReport, ModeTimeline,
-    Ms, Outcome, PauseSpan, RejectedWrite, ScenarioReport, Verdict, ViolationMark,
+    ChaosReport, CounterSample, Culprit, FaultWindow, GrantSpan, LatencySample, LostUpdate,
+    ModeReport, ModeTimeline, Ms, Outcome, PauseSpan, RejectedWrite, ScenarioReport, Verdict,
+    ViolationMark,
 };
 
 pub const MODES: [&str; 3] = ["none", "write_only", "claim_first"];
@@ -167,6 +168,22 @@ fn mode(
             g.stale = true;
         }
         value -= 7;
+        // The paused write erased the next holder's, which in turn had erased one more.
+        t.lost_updates.push(LostUpdate {
+            section: 1_000_041,
+            worker: 1,
+            value: 87,
+            written_us: 14_100_000,
+            stale: false,
+            culprit: Some(Culprit {
+                section: 2_000_040,
+                worker: Some(2),
+                read_value: 86,
+                written_us: Some(14_800_000),
+                stale: true,
+                after_stale: None,
+            }),
+        });
         if let Some(last) = t.counter.last_mut() {
             last.value = value;
         }
@@ -183,7 +200,7 @@ fn mode(
     };
     let m = ModeReport {
         sections: sections as u64,
-        lost: sections - value,
+        lost: Some(sections - value),
         rejected: t.rejected.len() as u64,
         exclusion_violations: t.violations.len() as u64,
         acquire_attempts: attempts,
@@ -192,12 +209,15 @@ fn mode(
         acquire_p50_us: pct(0.5),
         acquire_p99_us: pct(0.99),
         stalls,
-        final_value: value,
+        final_value: Some(value),
         abandoned: 0,
         stale_writes: t.grants.iter().filter(|g| g.stale).count() as u64,
         fence_regressions: 0,
         pauses: t.pauses.len() as u64,
         idle_fault_windows: 0,
+        stale_reach: t.grants.iter().filter(|g| g.stale).count() as u64,
+        unexplained_losses: Some(0),
+        indeterminate_writes: 0,
     };
     (m, t)
 }
@@ -246,6 +266,8 @@ pub fn scenario(name: &str, seed: u64, grants_per_mode: usize, failing: bool) ->
         modes,
         verdict,
         timeline,
+        history: Some(format!("history/000-{name}.jsonl")),
+        ops: Vec::new(),
     }
 }
 
