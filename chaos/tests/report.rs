@@ -77,8 +77,24 @@ fn html_has_a_timeline_per_scenario_with_every_lane_and_marker() {
     assert_eq!(timelines.len(), 2);
     assert_eq!(doc.select(&sel("svg.latency")).count(), 2);
     assert_eq!(doc.select(&sel("svg.counter")).count(), 2);
-    assert_eq!(doc.select(&sel("table.summary")).count(), 2);
-    assert_eq!(doc.select(&sel("table.summary tbody tr")).count(), 6);
+    assert_eq!(doc.select(&sel("table.summary:not(.lost)")).count(), 2);
+    assert_eq!(
+        doc.select(&sel("table.summary:not(.lost) tbody tr"))
+            .count(),
+        6
+    );
+    // The fixture's one named lost update, with the stale write that erased it.
+    let lost: Vec<String> = doc
+        .select(&sel("table.lost tbody tr"))
+        .map(|r| r.text().collect::<Vec<_>>().join("|"))
+        .collect();
+    assert_eq!(lost.len(), 1, "{lost:?}");
+    assert!(
+        lost[0].contains("w1#41")
+            && lost[0].contains("w2#40")
+            && lost[0].contains("after its lease"),
+        "{lost:?}"
+    );
     assert!(doc.select(&sel(".legend")).count() >= 6);
 
     for (tl, s) in timelines.iter().zip(&run.scenarios) {
