@@ -63,8 +63,8 @@ async fn a_stranded_subscription_is_replaced_within_its_deadline() {
     };
     // The subscription misses its deadline (200 ms here) and is made again, on a new
     // connection: node 0 itself counts it (the stranded connection's SUBSCRIBE never
-    // reached it). A retry delay would be 4–12 s; 3 s is over 10 times the deadline and a
-    // reconnect on loopback.
+    // reached it). A retry delay would be 4–12 s; this took 230-250 ms here (the deadline
+    // and a reconnect), and 3 s is over 10 times that.
     let stranded = Instant::now();
     let subscribers = || -> i64 {
         let (_, n): (String, i64) = redis::cmd("PUBSUB")
