@@ -24,9 +24,10 @@ fn quick_bench_writes_a_complete_report() {
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
-    // Generous: --quick aims at well under a minute on a quiet machine.
+    // That --quick stays quick, not a speed: it aims at well under a minute on a quiet
+    // machine, and 10 minutes is ten times that (the full bench takes hours).
     assert!(
-        started.elapsed() < Duration::from_secs(240),
+        started.elapsed() < Duration::from_secs(600),
         "took {:?}",
         started.elapsed()
     );

@@ -212,6 +212,7 @@ async fn each_fault_kind_does_what_it_says_on_local() {
         t.elapsed()
     );
     heal(&c, None, &slow, n0).await.expect("heal slow");
+    // Healed: a loopback PING takes about a millisecond, the latency it had 300 ms.
     let t = Instant::now();
     ping(&w(0), T).await.expect("fast ping");
     assert!(
@@ -293,6 +294,8 @@ async fn a_run_heals_every_fault_and_records_when() {
     };
     let t = Instant::now();
     let report = nemesis.run(&schedule).await.expect("run");
+    // The 4 s schedule and its heals, not a hang: the heals take well under a second
+    // here, and 11 s over the schedule is more than ten times that.
     assert!(t.elapsed() < Duration::from_secs(15), "{:?}", t.elapsed());
     assert!(report.all_healed(), "{:?}", report.unhealed);
     assert!(!report.cancelled);

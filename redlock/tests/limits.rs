@@ -94,9 +94,10 @@ async fn with_ttl_derives_the_node_deadline_again() {
         cluster.servers[i].thaw();
     }
     assert!(failed.is_err());
-    // The old deadline of the 10 s client was 500 ms per node.
+    // The old deadline of the 10 s client was 500 ms per node: an attempt that kept it takes
+    // at least that. The new one is 5 ms; the bound is 90 times that, just under the old.
     assert!(
-        took < Duration::from_millis(250),
+        took < Duration::from_millis(450),
         "an attempt of a 50 ms-TTL client waited {took:?}"
     );
     // An explicit deadline that is too long for the new TTL is refused.

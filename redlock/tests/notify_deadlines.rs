@@ -61,8 +61,28 @@ async fn a_stranded_subscription_is_replaced_within_its_deadline() {
             at
         })
     };
-    // Time for the subscription to miss its deadline (200 ms here) and be made again.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // The subscription misses its deadline (200 ms here) and is made again, on a new
+    // connection: node 0 itself counts it (the stranded connection's SUBSCRIBE never
+    // reached it). A retry delay would be 4–12 s; this took 230-250 ms here (the deadline
+    // and a reconnect), and 3 s is over 10 times that.
+    let stranded = Instant::now();
+    let subscribers = || -> i64 {
+        let (_, n): (String, i64) = redis::cmd("PUBSUB")
+            .arg("NUMSUB")
+            .arg("__redlock__:released:stranded")
+            .query(&mut cluster.servers[0].admin())
+            .expect("PUBSUB NUMSUB");
+        n
+    };
+    while subscribers() == 0 && stranded.elapsed() < Duration::from_secs(20) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let resubscribed = stranded.elapsed();
+    assert_eq!(subscribers(), 1, "node 0 after {resubscribed:?}");
+    assert!(
+        resubscribed < Duration::from_secs(3),
+        "subscribed again only after {resubscribed:?}"
+    );
     for s in &cluster.servers {
         let _: () = s.admin().del("stranded").expect("DEL");
     }
@@ -76,7 +96,7 @@ async fn a_stranded_subscription_is_replaced_within_its_deadline() {
         .expect("acquired within the wait")
         .expect("waiter");
     let took = acquired.saturating_duration_since(released);
-    // Polling would take 4–12 s here.
+    // Polling would take 4–12 s here; a notice on a live subscription, milliseconds.
     assert!(
         took < Duration::from_millis(1500),
         "woken {took:?} after a release announced on node 0 only"

@@ -1,6 +1,6 @@
 //! Shared helpers for the end-to-end tests.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use redlock_chaos::report::{ChaosReport, Outcome};
@@ -19,24 +19,26 @@ pub async fn engine_or_skip(test: &str) -> bool {
 }
 
 /// The `chaos` binary the end-to-end runs start workers and the proxy image from:
-/// `$CHAOS_BIN` (`scripts/test` sets it to the release build), else the workspace's debug
-/// build (made by `cargo nextest run --workspace` with the rest). The debug build is slow
-/// enough to miss the scenarios' 20 ms node deadlines on Docker: use `scripts/test`.
+/// `$CHAOS_BIN` (`scripts/test` sets it), else the one cargo built beside this test, in the
+/// same profile's directory (`target/<profile>/chaos`; built when the `chaos` package is in
+/// the same build, e.g. `cargo nextest run --workspace`). Use an optimized profile
+/// (`--cargo-profile ci`, as `scripts/test` does): a debug `chaos` is slow enough to miss
+/// the scenarios' 20 ms node deadlines on Docker.
 pub fn chaos_bin() -> PathBuf {
     if let Some(p) = std::env::var_os("CHAOS_BIN") {
         return PathBuf::from(p);
     }
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    // This test runs as target/<profile>/deps/<test>-<hash>.
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let profile_dir = exe
         .parent()
-        .map(PathBuf::from)
-        .unwrap_or_default();
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
-    let p = target.join("debug").join("chaos");
+        .and_then(Path::parent)
+        .expect("a test binary lives in target/<profile>/deps");
+    let p = profile_dir.join("chaos");
     assert!(
         p.is_file(),
-        "{} missing: run `cargo build -p redlock-chaos` (or the whole workspace) first",
+        "{} missing: build it in the same profile (`cargo build --profile ci -p redlock-chaos`), \
+         run the whole workspace's tests, or set CHAOS_BIN",
         p.display()
     );
     p
@@ -61,6 +63,33 @@ pub fn assert_all_pass(report: &ChaosReport) {
         failed.join("\n")
     );
     assert_eq!(report.verdict, Outcome::Pass);
+}
+
+/// The scenario a quick-tier run plays on each backend, and for how long: restarts that
+/// come back empty (kill, start, wipe: the backend's node control, its proxies and the
+/// checker's fencing claim all at work) every second or so. Its verdict (the claim-first
+/// mode loses nothing) holds however few sections a loaded machine completes, so the run
+/// can be short and still trustworthy; every scenario's own verdict is the full tier's
+/// `every_scenario_*` runs.
+pub const SHORT_RUN: (&str, u64) = ("amnesia-restart", 10);
+
+/// Asserts what a short run must show whatever the machine's speed: the verdicts pass,
+/// every mode completed at least one section, and at least one fault was applied and every
+/// fault healed.
+pub fn assert_played(report: &ChaosReport) {
+    assert_all_pass(report);
+    for s in &report.scenarios {
+        for (mode, m) in &s.modes {
+            assert!(m.sections > 0, "{} {mode}: no section completed", s.name);
+        }
+        assert!(!s.faults.is_empty(), "{}: no fault applied", s.name);
+        assert!(
+            s.faults.iter().all(|f| f.end_ms.is_some()),
+            "{}: unhealed: {:?}",
+            s.name,
+            s.faults
+        );
+    }
 }
 
 /// Checks the report.json written for `report` has the documented shape.

@@ -1,6 +1,7 @@
-//! `chaos run` on the docker backend: every scenario, short, verdicts met, and nothing
-//! labelled with the run id left; then Ctrl-C (SIGINT) of a `chaos run` process
-//! mid-scenario: exit code 2, nothing labelled left, no worker processes left.
+//! `chaos run` on the docker backend: every scenario, verdicts met, and nothing labelled
+//! with the run id left; one short scenario, the same checks (the quick tier's run on this
+//! backend); then Ctrl-C (SIGINT) of a `chaos run` process mid-scenario: exit code 2,
+//! nothing labelled left, no worker processes left.
 //! Skipped (with a message) without a Docker engine, unless `CI=true`.
 
 use std::process::{Command, Stdio};
@@ -12,7 +13,10 @@ use redlock_chaos::cluster::docker;
 use redlock_chaos::cluster::{BackendKind, Flavour};
 use redlock_chaos::report::observer::Silent;
 use redlock_chaos::run::{self, RunConfig, suite};
-use redlock_e2e::{assert_all_pass, chaos_bin, engine_or_skip, eventually, processes_mentioning};
+use redlock_e2e::{
+    SHORT_RUN, assert_all_pass, assert_played, chaos_bin, engine_or_skip, eventually,
+    processes_mentioning,
+};
 
 async fn labelled_left(run_id: &str) -> docker::Labelled {
     let d = docker::connect().await.expect("docker");
@@ -42,6 +46,36 @@ async fn every_scenario_meets_its_expectation_on_docker() {
     assert!(left.is_empty(), "left behind: {left:?}");
     assert_eq!(report.backend, "docker");
     assert_all_pass(&report);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_short_run_meets_its_expectation_on_docker() {
+    if !engine_or_skip("a_short_run_meets_its_expectation_on_docker").await {
+        return;
+    }
+    let run_id = format!("e2e-short-docker-{}", std::process::id());
+    let (scenario, secs) = SHORT_RUN;
+    let mut cfg = RunConfig::new(
+        suite::select(scenario, Flavour::Valkey).expect("scenario"),
+        7,
+    );
+    cfg.backend = Some(BackendKind::Docker);
+    cfg.duration = Duration::from_secs(secs);
+    cfg.run_id = Some(run_id.clone());
+    cfg.chaos_bin = Some(chaos_bin());
+    let report = run::run(cfg, &Silent).await;
+    print!("{}", run::table::render(&report));
+    let left = labelled_left(&run_id).await;
+    assert!(left.is_empty(), "left behind: {left:?}");
+    assert_eq!(report.backend, "docker");
+    assert_eq!(report.scenarios.len(), 1);
+    assert_played(&report);
+    assert!(
+        eventually(Duration::from_secs(10), || processes_mentioning(&run_id)
+            .is_empty()),
+        "processes left: {:?}",
+        processes_mentioning(&run_id)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,6 +1,7 @@
-//! `chaos run` on the local backend: every scenario, short, each verdict must be a pass;
-//! report.json has the documented shape; nothing is left running. Then cancellation by
-//! dropping the run future mid-scenario.
+//! `chaos run` on the local backend: every scenario, each verdict must be a pass;
+//! report.json has the documented shape; nothing is left running. One short scenario (the
+//! quick tier's run on this backend). Then cancellation by dropping the run future
+//! mid-scenario.
 
 use std::time::Duration;
 
@@ -9,7 +10,8 @@ use redlock_chaos::cluster::Flavour;
 use redlock_chaos::report::observer::Silent;
 use redlock_chaos::run::{self, RunConfig, suite};
 use redlock_e2e::{
-    assert_all_pass, assert_report_shape, chaos_bin, eventually, processes_mentioning,
+    SHORT_RUN, assert_all_pass, assert_played, assert_report_shape, chaos_bin, eventually,
+    processes_mentioning,
 };
 
 fn config(scenarios: &str, secs: u64, seed: u64, run_id: &str) -> RunConfig {
@@ -59,6 +61,25 @@ async fn every_scenario_meets_its_expectation_locally() {
     );
     assert_report_shape(&json, report.scenarios.len());
     assert_all_pass(&report);
+    assert!(
+        eventually(Duration::from_secs(10), || processes_mentioning(&run_id)
+            .is_empty()),
+        "left running: {:?}",
+        processes_mentioning(&run_id)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_short_run_meets_its_expectation_locally() {
+    let run_id = format!("e2e-short-local-{}", std::process::id());
+    let (scenario, secs) = SHORT_RUN;
+    let report = run::run(config(scenario, secs, 20_261_202, &run_id), &Silent).await;
+    print!("{}", run::table::render(&report));
+    assert_eq!(report.backend, "local");
+    assert_eq!(report.scenarios.len(), 1);
+    let json = serde_json::to_string(&report).expect("report serializes");
+    assert_report_shape(&json, 1);
+    assert_played(&report);
     assert!(
         eventually(Duration::from_secs(10), || processes_mentioning(&run_id)
             .is_empty()),
