@@ -13,10 +13,10 @@ mod model {
     mod trace;
 }
 
-use model::check::{find, find_deep, prove};
+use model::check::{find, find_deep, prove, replay};
 use model::config::{Amnesia, Config, ExtendRule, Faults, Fence, Mode};
 use model::spec::{
-    FENCES_GROW, NO_LOST_UPDATE, RETURN_ORDER, SETTLED_EXCLUSIVE, SOME_EXTEND, SOME_GRANT,
+    Action, FENCES_GROW, NO_LOST_UPDATE, RETURN_ORDER, SETTLED_EXCLUSIVE, SOME_EXTEND, SOME_GRANT,
     SOME_WRITE, TWO_GRANTS, VALID_EXCLUSIVE, WRITES_IN_VALIDITY,
 };
 
@@ -123,6 +123,49 @@ fn n3_extends_with_own_ttl_shrink_first_keep_exclusion() {
     ] {
         o.holds(p);
     }
+}
+
+/// What the fix leaves open: it relies on a node running one lease's PEXPIREs in the
+/// order they were sent. With reordering (a reconnect that sends on a new connection while
+/// an old one still holds commands), a given-up `extend_for(2)` lands after a successful
+/// `extend_for(5)` has set validity to t=4 and cuts the keys to t=1. The searches are too
+/// large for the suite (a depth-first search ran 3.5 minutes without reaching it), so this
+/// replays the trace; the checker confirms that every step is one the model allows.
+#[test]
+fn n3_reordering_lets_a_given_up_shorter_extend_land_after_a_longer_one() {
+    let mut cfg =
+        two_own_ttl_extends(ExtendRule::ShrinkBeforeRound).faults(with(|f| f.reorder = true));
+    cfg.cancel_extends = true;
+    let (a, b) = (0, 1);
+    let to = |client, node, index, answered| Action::ToNode {
+        client,
+        node,
+        index,
+        answered,
+    };
+    let trace = [
+        Action::Start { client: a },
+        to(a, 0, 0, true),
+        to(a, 1, 0, true),
+        to(a, 0, 0, true),
+        to(a, 1, 0, true),
+        Action::Section { client: a },
+        Action::Extend { client: a, ttl: 2 },
+        Action::Cancel { client: a },
+        Action::Extend { client: a, ttl: 5 },
+        // Each node runs the second extend's PEXPIRE before the first one's.
+        to(a, 0, 1, true),
+        to(a, 1, 1, true),
+        to(a, 0, 0, false),
+        to(a, 1, 0, false),
+        Action::Tick,
+        Action::Start { client: b },
+        to(b, 0, 0, true),
+        to(b, 1, 0, true),
+        to(b, 0, 0, true),
+        to(b, 1, 0, true),
+    ];
+    replay("N=3, reordering, shrink before the round", cfg, &trace).fails(VALID_EXCLUSIVE);
 }
 
 #[test]
@@ -360,7 +403,7 @@ fn n3_message_loss_keeps_every_property() {
 }
 
 #[test]
-#[ignore = "30 s: breadth first for the shortest trace with two extends per lease"]
+#[ignore = "20-30 s: breadth first for the shortest trace with two extends per lease"]
 fn n3_extend_after_a_longer_extend_for_keeps_old_validity_overlaps() {
     let mut cfg = two_own_ttl_extends(ExtendRule::OldValidityStands);
     cfg.extend_for = &[5];
