@@ -3,10 +3,10 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use stateright::{Checker, Expectation, HasDiscoveries, Model};
+use stateright::{Checker, Expectation, HasDiscoveries, Model, Path};
 
 use super::config::Config;
-use super::spec::LockModel;
+use super::spec::{Action, LockModel};
 use super::{symmetry, trace};
 
 /// What one exhaustive check found.
@@ -22,6 +22,8 @@ pub(crate) struct Outcome {
     pub(crate) found: BTreeMap<&'static str, String>,
     expectations: BTreeMap<&'static str, Expectation>,
     exhaustive: bool,
+    /// Played from a given list of actions, not searched.
+    replayed: bool,
 }
 
 impl Outcome {
@@ -96,6 +98,47 @@ pub(crate) fn find_deep(name: &'static str, cfg: Config, property: &'static str)
     outcome
 }
 
+/// Plays `actions` from the initial state, checking that the model allows each one, and
+/// reports the properties the last state violates (or reaches) with the path as their
+/// trace: for a trace found by hand where a search is too large for the suite.
+pub(crate) fn replay(name: &'static str, cfg: Config, actions: &[Action]) -> Outcome {
+    let model = LockModel { cfg };
+    let started = Instant::now();
+    let init = model.init_states().remove(0);
+    let Some(path) = Path::from_actions(&model, init, actions) else {
+        panic!("{name}: the model does not allow this sequence of actions");
+    };
+    let last = path.last_state().clone();
+    let rendered = trace::render(&model, &path);
+    let properties = model.properties();
+    let outcome = Outcome {
+        name,
+        unique_states: actions.len() + 1,
+        states: actions.len() + 1,
+        depth: actions.len(),
+        took: started.elapsed(),
+        found: properties
+            .iter()
+            .filter(|p| {
+                let holds = (p.condition)(&model, &last);
+                match p.expectation {
+                    Expectation::Sometimes => holds,
+                    _ => !holds,
+                }
+            })
+            .map(|p| (p.name, rendered.clone()))
+            .collect(),
+        expectations: properties
+            .iter()
+            .map(|p| (p.name, p.expectation.clone()))
+            .collect(),
+        exhaustive: false,
+        replayed: true,
+    };
+    outcome.print();
+    outcome
+}
+
 fn run(name: &'static str, cfg: Config, target: Option<&'static str>) -> Outcome {
     let model = LockModel { cfg };
     let expectations = model
@@ -143,6 +186,7 @@ fn summarize(model: &LockModel, checker: impl Checker<LockModel>) -> Outcome {
             .collect(),
         expectations: BTreeMap::new(),
         exhaustive: false,
+        replayed: false,
     }
 }
 
@@ -153,6 +197,8 @@ impl Outcome {
             self.name,
             if self.exhaustive {
                 "all"
+            } else if self.replayed {
+                "replayed, every step allowed by the model:"
             } else {
                 "searched until found:"
             },
@@ -164,9 +210,11 @@ impl Outcome {
         for (property, expectation) in &self.expectations {
             let verdict = match (expectation, self.found.contains_key(property)) {
                 (Expectation::Sometimes, true) => "reached",
+                (Expectation::Sometimes, false) if self.replayed => "not reached at the end",
                 (Expectation::Sometimes, false) => "NEVER REACHED",
                 (_, true) => "COUNTEREXAMPLE",
                 (_, false) if self.exhaustive => "holds",
+                (_, false) if self.replayed => "holds at the end",
                 (_, false) => "not searched to the end",
             };
             println!("  {property}: {verdict}");

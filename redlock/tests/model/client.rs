@@ -1,14 +1,15 @@
 //! A client, step by step as `client.rs` (acquire), `quorum.rs` (fan-out with early
 //! decision), `lease.rs` (extend, release) and the chaos run's critical section do it.
 
-use super::config::{Config, Fence, Mode};
+use super::config::{Config, ExtendRule, Fence, Mode};
 use super::state::{Phase, Reply, Request, Round, RoundKind, State, Step, Vote};
 
 impl Round {
-    fn new(kind: RoundKind, started: u8, nodes: usize) -> Round {
+    fn new(kind: RoundKind, started: u8, ttl: u8, nodes: usize) -> Round {
         Round {
             kind,
             started,
+            ttl,
             votes: vec![Vote::Pending; nodes],
         }
     }
@@ -43,10 +44,22 @@ impl Round {
     }
 }
 
-/// `ttl − elapsed − drift > 0`: the lease's end on the client clock, or `None`.
-fn valid_until(cfg: &Config, started: u8, now: u8) -> Option<u8> {
+/// `ttl − elapsed − drift > 0`: the lease's end on the client clock, or `None`. The drift
+/// allowance is one number of ticks for every TTL (the real one grows with the TTL by 1 %
+/// and is far below a tick for each TTL the model uses).
+fn valid_until(cfg: &Config, ttl: u8, started: u8, now: u8) -> Option<u8> {
     let elapsed = now.saturating_sub(started);
-    (cfg.ttl > elapsed.saturating_add(cfg.drift)).then(|| started + cfg.ttl - cfg.drift)
+    (ttl > elapsed.saturating_add(cfg.drift)).then(|| started + ttl - cfg.drift)
+}
+
+/// The validity a decided extend round gives the lease, `None` if it failed (no quorum,
+/// or no validity left).
+pub(crate) fn renewed(cfg: &Config, round: &Round, now: u8) -> Option<u8> {
+    if round.decision(cfg, now) == Some(true) {
+        valid_until(cfg, round.ttl, round.started, now)
+    } else {
+        None
+    }
 }
 
 fn send_all(state: &mut State, client: usize, request: impl Fn(usize) -> Option<Request>) {
@@ -98,7 +111,7 @@ pub(crate) fn start(cfg: &Config, state: &mut State, client: usize) {
     c.attempts_used += 1;
     c.phase = Phase::Acquiring {
         attempt,
-        round: Round::new(RoundKind::Acquire, state.now, cfg.nodes),
+        round: Round::new(RoundKind::Acquire, state.now, cfg.ttl, cfg.nodes),
     };
     send_all(state, client, |_| Some(Request::Acquire { attempt }));
 }
@@ -108,7 +121,7 @@ pub(crate) fn awaits(phase: &Phase, node: usize, request: &Request) -> bool {
     let (kind, of) = match *request {
         Request::Acquire { attempt } => (RoundKind::Acquire, attempt),
         Request::FenceWrite { attempt, .. } => (RoundKind::FenceWrite, attempt),
-        Request::Extend { attempt } => (RoundKind::Extend, attempt),
+        Request::Extend { attempt, nth, .. } => (RoundKind::Extend { nth }, attempt),
         Request::Delete { .. } => return false,
     };
     round(phase).is_some_and(|r| r.kind == kind && r.votes[node] == Vote::Pending)
@@ -133,8 +146,8 @@ pub(crate) fn receive(cfg: &Config, state: &mut State, client: usize, node: usiz
             attempt,
             if held { Vote::Yes(0) } else { Vote::No },
         ),
-        Reply::Extend { attempt, ok } => (
-            RoundKind::Extend,
+        Reply::Extend { attempt, nth, ok } => (
+            RoundKind::Extend { nth },
             attempt,
             if ok { Vote::Yes(0) } else { Vote::No },
         ),
@@ -171,7 +184,7 @@ pub(crate) fn decide(cfg: &Config, state: &mut State, client: usize) {
                 // A quorum's counters are at `max` already: no round two.
                 let floor = state.ghost.max_granted;
                 state.ghost.max_chosen = state.ghost.max_chosen.max(max);
-                return match valid_until(cfg, started, now) {
+                return match valid_until(cfg, cfg.ttl, started, now) {
                     Some(until) => grant(state, client, attempt, max, floor, until),
                     None => clean_up(state, client, attempt, &round.votes),
                 };
@@ -184,7 +197,7 @@ pub(crate) fn decide(cfg: &Config, state: &mut State, client: usize) {
                 floor: state.ghost.max_granted,
                 fence,
                 first: round.votes,
-                round: Round::new(RoundKind::FenceWrite, now, cfg.nodes),
+                round: Round::new(RoundKind::FenceWrite, now, cfg.ttl, cfg.nodes),
             };
             // Round two goes to every node, granted or not.
             send_all(state, client, |_| {
@@ -199,7 +212,7 @@ pub(crate) fn decide(cfg: &Config, state: &mut State, client: usize) {
             first,
             round,
         } => {
-            let until = valid_until(cfg, started, now);
+            let until = valid_until(cfg, cfg.ttl, started, now);
             match (round.decision(cfg, now), until) {
                 (Some(true), Some(valid_until)) => {
                     grant(state, client, attempt, fence, floor, valid_until);
@@ -212,18 +225,16 @@ pub(crate) fn decide(cfg: &Config, state: &mut State, client: usize) {
             extending: Some(round),
             ..
         } => {
-            let renewed = if round.decision(cfg, now) == Some(true) {
-                valid_until(cfg, round.started, now)
-            } else {
-                None
-            };
+            let renewed = renewed(cfg, &round, now);
             if let Phase::Holding {
                 valid_until,
                 extending,
                 ..
             } = &mut state.clients[client].phase
             {
-                // A failed extend deletes nothing and the old validity stands.
+                // Success sets validity from this round, earlier than before if its TTL
+                // is shorter. A failed extend deletes nothing and leaves validity as it
+                // was when the round was sent (shrunk first under the fix).
                 if let Some(v) = renewed {
                     *valid_until = v;
                     state.ghost.extended = true;
@@ -253,7 +264,7 @@ fn grant(state: &mut State, client: usize, attempt: u8, fence: u8, floor: u8, va
         valid_until,
         step: Step::Start,
         extending: None,
-        extended: false,
+        extends: 0,
     };
 }
 
@@ -271,27 +282,45 @@ fn release(state: &mut State, client: usize, attempt: u8) {
     state.clients[client].phase = Phase::Idle;
 }
 
-/// `extend()`: LeaseLost without a round when validity is gone, else compare-and-PEXPIRE
-/// everywhere.
-pub(crate) fn extend(cfg: &Config, state: &mut State, client: usize) {
+/// `extend()` (`ttl` is the client's) or `extend_for(ttl)`: LeaseLost without a round when
+/// validity is gone, else compare-and-PEXPIRE to `ttl` everywhere.
+pub(crate) fn extend(cfg: &Config, state: &mut State, client: usize, ttl: u8) {
     let now = state.now;
     let Phase::Holding {
         attempt,
         valid_until,
         extending,
-        extended,
+        extends,
         ..
     } = &mut state.clients[client].phase
     else {
         return;
     };
-    *extended = true;
+    let nth = *extends;
+    *extends += 1;
     if now >= *valid_until {
         return;
     }
-    *extending = Some(Round::new(RoundKind::Extend, now, cfg.nodes));
+    if cfg.extend_rule == ExtendRule::ShrinkBeforeRound {
+        // `start` is taken before any PEXPIRE is sent: a key this round shortens lives
+        // at least until `start + ttl − drift`, whichever nodes it reaches.
+        let ends = now.saturating_add(ttl).saturating_sub(cfg.drift);
+        *valid_until = (*valid_until).min(ends);
+    }
+    *extending = Some(Round::new(RoundKind::Extend { nth }, now, ttl, cfg.nodes));
     let attempt = *attempt;
-    send_all(state, client, |_| Some(Request::Extend { attempt }));
+    send_all(state, client, |_| {
+        Some(Request::Extend { attempt, nth, ttl })
+    });
+}
+
+/// The caller stops waiting for its extend (drops the future, or a timeout around it
+/// fires): validity stays as it was when the round was sent; the PEXPIREs already queued
+/// still run.
+pub(crate) fn cancel_extend(state: &mut State, client: usize) {
+    if let Phase::Holding { extending, .. } = &mut state.clients[client].phase {
+        *extending = None;
+    }
 }
 
 /// The section's next step, which the client takes at once (no time passes) unless it

@@ -35,6 +35,21 @@ pub(crate) enum Fence {
     OneRound,
 }
 
+/// What a lease's validity becomes while an extend is under way, and after one that
+/// fails or is given up (a successful extend always sets `start + ttl − drift`, which is
+/// earlier than before when `ttl` shortens the keys).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum ExtendRule {
+    /// The rule before issue 23: validity is left alone until the round succeeds, so a
+    /// failed or cancelled extend keeps it. Unsafe once an extend can shorten the keys:
+    /// its PEXPIREs may have reached a quorum, whose keys then end before the validity.
+    OldValidityStands,
+    /// The fix: before any PEXPIRE is sent, `valid_until = min(valid_until, start + ttl −
+    /// drift)`, so whatever subset of nodes the round reaches, no key it shortens outlives
+    /// what the holder believes; a failed or cancelled extend keeps the shrunk value.
+    ShrinkBeforeRound,
+}
+
 /// The faults one check lets loose. Each is a nondeterministic action of the model, so
 /// the checker tries it at every point of every interleaving, up to its budget.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,8 +102,16 @@ pub(crate) struct Config {
     pub(crate) node_timeout: u8,
     /// Ticks of work between reading (or claiming) and writing.
     pub(crate) work: u8,
-    /// Whether a holder may extend its lease once while working.
-    pub(crate) extend: bool,
+    /// How many extends a holder may start on one lease while working.
+    pub(crate) extends: u8,
+    /// TTLs an extend may carry besides `ttl` (`extend_for(t)`); each extend picks `ttl`
+    /// (`extend()`, the renewer) or one of these. Keys it reaches live `t − drift`.
+    pub(crate) extend_for: &'static [u8],
+    /// Whether a holder may stop waiting for an extend at any moment (drops its future,
+    /// or a timeout around it fires); its PEXPIREs already queued still run.
+    pub(crate) cancel_extends: bool,
+    /// What happens to validity around an extend.
+    pub(crate) extend_rule: ExtendRule,
     /// Time stops here; every behaviour shorter than this is explored.
     pub(crate) max_time: u8,
     /// How the resource accepts writes.
@@ -100,8 +123,9 @@ pub(crate) struct Config {
 }
 
 impl Config {
-    /// `nodes` primaries, two clients with one attempt each, TTL 4, drift 1, deadline 1,
-    /// one tick of work, eight ticks of time, claim-first, no faults, two-round tokens.
+    /// `nodes` primaries, two clients with one attempt each, TTL 3, drift 1, deadline 1,
+    /// one tick of work, no extends, eight ticks of time, claim-first, no faults,
+    /// two-round tokens.
     pub(crate) fn new(nodes: usize) -> Config {
         Config {
             nodes,
@@ -111,7 +135,10 @@ impl Config {
             drift: 1,
             node_timeout: 1,
             work: 1,
-            extend: false,
+            extends: 0,
+            extend_for: &[],
+            cancel_extends: false,
+            extend_rule: ExtendRule::ShrinkBeforeRound,
             max_time: 8,
             mode: Mode::ClaimFirst,
             faults: Faults::NONE,
@@ -134,6 +161,17 @@ impl Config {
     pub(crate) fn fence(mut self, fence: Fence) -> Config {
         self.fence = fence;
         self
+    }
+
+    /// The same model with another rule for validity around an extend.
+    pub(crate) fn extend_rule(mut self, rule: ExtendRule) -> Config {
+        self.extend_rule = rule;
+        self
+    }
+
+    /// The TTLs one extend may carry: the client's own first, then `extend_for`'s.
+    pub(crate) fn extend_ttls(&self) -> impl Iterator<Item = u8> + use<> {
+        std::iter::once(self.ttl).chain(self.extend_for.iter().copied())
     }
 
     /// The same model with these faults.

@@ -23,7 +23,8 @@ impl Node {
     }
 
     /// Runs one request from `client` at real time `now`; returns the answer, if any.
-    /// Keys live the TTL less the drift allowance in ticks of real time, as if the node's
+    /// Keys live the TTL (the acquire's, or the extend's own) less the drift allowance in
+    /// ticks of real time, as if the node's
     /// clock ran fast by all of it (the worst case the validity allows for: a key present
     /// for less time can only let others in sooner).
     pub(crate) fn run(
@@ -34,14 +35,14 @@ impl Node {
         now: u8,
     ) -> Option<Reply> {
         self.expire(now);
-        let lifetime = cfg.ttl.saturating_sub(cfg.drift);
-        let expires = self.clock(now).saturating_add(lifetime);
+        let clock = self.clock(now);
+        let expires = |ttl: u8| clock.saturating_add(ttl.saturating_sub(cfg.drift));
         match request {
             Request::Acquire { attempt } => {
                 let fence = if self.key.is_none() {
                     self.key = Some(Key {
                         owner: Owner { client, attempt },
-                        expires,
+                        expires: expires(cfg.ttl),
                     });
                     if cfg.fence == Fence::OneRound {
                         // INCR in the same atomic step.
@@ -61,12 +62,14 @@ impl Node {
                 let held = self.holds(Owner { client, attempt }) && !ahead;
                 Some(Reply::FenceWrite { attempt, held })
             }
-            Request::Extend { attempt } => {
+            Request::Extend { attempt, nth, ttl } => {
+                // PEXPIRE sets the expiry, earlier or later than it was.
                 let ok = self.holds(Owner { client, attempt });
+                let at = expires(ttl);
                 if let (true, Some(key)) = (ok, self.key.as_mut()) {
-                    key.expires = expires;
+                    key.expires = at;
                 }
-                Some(Reply::Extend { attempt, ok })
+                Some(Reply::Extend { attempt, nth, ok })
             }
             Request::Delete { attempt } => {
                 if self.holds(Owner { client, attempt }) {

@@ -34,8 +34,8 @@ pub(crate) enum Request {
     Acquire { attempt: u8 },
     /// `FENCE_WRITE`: raise the counter to `fence`, say whether our key is still there.
     FenceWrite { attempt: u8, fence: u8 },
-    /// `EXTEND`: compare-and-PEXPIRE.
-    Extend { attempt: u8 },
+    /// `EXTEND`: compare-and-PEXPIRE to `ttl`, for the lease's `nth` extend.
+    Extend { attempt: u8, nth: u8, ttl: u8 },
     /// `RELEASE` (and the clean-up of a failed attempt): compare-and-delete. Its answer
     /// changes nothing the client does, so it has none here.
     Delete { attempt: u8 },
@@ -49,8 +49,8 @@ pub(crate) enum Reply {
     /// Whether our key still held the lock when the counter was raised, and the counter
     /// was below our token (a counter already there is not a yes).
     FenceWrite { attempt: u8, held: bool },
-    /// Whether the key was ours and got its TTL back.
-    Extend { attempt: u8, ok: bool },
+    /// Whether the key was ours and got the extend's TTL.
+    Extend { attempt: u8, nth: u8, ok: bool },
 }
 
 /// The commands in flight from one client to one node, in the order sent: one TCP
@@ -78,7 +78,11 @@ pub(crate) enum Vote {
 pub(crate) enum RoundKind {
     Acquire,
     FenceWrite,
-    Extend,
+    /// The lease's `nth` extend: answers to an earlier extend of the same lease, still in
+    /// flight, do not count for it (each `fan_out` has its own calls).
+    Extend {
+        nth: u8,
+    },
 }
 
 /// A fan-out in progress: started at `started` (client clock), one vote per node.
@@ -86,6 +90,8 @@ pub(crate) enum RoundKind {
 pub(crate) struct Round {
     pub(crate) kind: RoundKind,
     pub(crate) started: u8,
+    /// The TTL the round gives the keys, from which validity is counted.
+    pub(crate) ttl: u8,
     pub(crate) votes: Vec<Vote>,
 }
 
@@ -127,7 +133,8 @@ pub(crate) enum Phase {
         step: Step,
         /// An extend in flight; the section waits for it, as `extend().await` does.
         extending: Option<Round>,
-        extended: bool,
+        /// Extends started on this lease.
+        extends: u8,
     },
 }
 

@@ -7,7 +7,7 @@ use stateright::{Model, Path};
 use super::client;
 use super::config::{Config, Fence, Mode};
 use super::spec::{Action, LockModel};
-use super::state::{Phase, Reply, Request, State, Step};
+use super::state::{Phase, Reply, Request, State, Step, Vote};
 
 fn who(client: usize) -> char {
     char::from(b'A' + u8::try_from(client).unwrap_or(25).min(25))
@@ -24,8 +24,9 @@ fn holder(s: &State, node: usize) -> String {
     }
 }
 
-/// What a client's decision did, told by comparing its phase before and after.
-fn decision(before: &Phase, after: &Phase, client: usize, now: u8) -> String {
+/// What a client's decision did, told by comparing its phase before and after;
+/// `renewed` is what a decided extend round gave (`None`: it failed).
+fn decision(before: &Phase, after: &Phase, client: usize, now: u8, renewed: Option<u8>) -> String {
     match (before, after) {
         (Phase::Acquiring { attempt, .. }, Phase::Fencing { fence, .. }) => format!(
             " → quorum of SET NX: {} takes token {fence} (max counter read + 1) and sends FENCE_WRITE {fence} to every node",
@@ -57,20 +58,17 @@ fn decision(before: &Phase, after: &Phase, client: usize, now: u8) -> String {
         }
         (
             Phase::Holding {
-                extending: Some(_),
-                valid_until: old,
-                ..
+                extending: Some(_), ..
             },
             Phase::Holding {
-                valid_until: new, ..
+                extending: None,
+                valid_until,
+                ..
             },
-        ) => {
-            if new == old {
-                format!(" → extend failed; validity stays until t={old}")
-            } else {
-                format!(" → extended: valid until t={new}")
-            }
-        }
+        ) => match renewed {
+            Some(v) => format!(" → extended: valid until t={v}"),
+            None => format!(" → extend FAILED; validity stays until t={valid_until}"),
+        },
         _ => String::new(),
     }
 }
@@ -81,7 +79,12 @@ fn request(client: usize, r: &Request) -> String {
         Request::FenceWrite { attempt, fence } => {
             format!("{}'s FENCE_WRITE {fence}", owner(client, *attempt))
         }
-        Request::Extend { attempt } => format!("{}'s EXTEND", owner(client, *attempt)),
+        Request::Extend { attempt, ttl, .. } => {
+            format!(
+                "{}'s EXTEND (PEXPIRE to TTL {ttl})",
+                owner(client, *attempt)
+            )
+        }
         Request::Delete { attempt } => format!("{}'s compare-and-delete", owner(client, *attempt)),
     }
 }
@@ -96,7 +99,8 @@ fn reply(cfg: &Config, r: &Reply) -> String {
         Reply::FenceWrite { held, .. } => {
             format!("counter raised (was lower), key still ours: {held}")
         }
-        Reply::Extend { ok, .. } => format!("extended: {ok}"),
+        Reply::Extend { ok: true, .. } => "ours, expiry reset".into(),
+        Reply::Extend { ok: false, .. } => "not ours".into(),
     }
 }
 
@@ -144,12 +148,28 @@ fn section(model: &LockModel, before: &State, after: &State, client: usize) -> S
 /// One event in words.
 fn event(model: &LockModel, before: &State, action: Action, after: &State) -> String {
     let now = before.now;
-    let decided = |client: usize| {
+    // What an extend round decided, with `vote` counted first if it is one.
+    let renewed = |client: usize, vote: Option<(usize, Reply)>| {
+        let Phase::Holding {
+            extending: Some(round),
+            ..
+        } = &before.clients[client].phase
+        else {
+            return None;
+        };
+        let mut round = round.clone();
+        if let Some((node, Reply::Extend { ok, .. })) = vote {
+            round.votes[node] = if ok { Vote::Yes(0) } else { Vote::No };
+        }
+        client::renewed(&model.cfg, &round, now)
+    };
+    let decided = |client: usize, vote: Option<(usize, Reply)>| {
         decision(
             &before.clients[client].phase,
             &after.clients[client].phase,
             client,
             now,
+            renewed(client, vote),
         )
     };
     match action {
@@ -173,8 +193,14 @@ fn event(model: &LockModel, before: &State, action: Action, after: &State) -> St
             // Run it again on a copy of the node to learn the answer it gave.
             let mut copy = before.nodes[node];
             let id = u8::try_from(client).unwrap_or(u8::MAX);
-            let outcome = match copy.run(&model.cfg, id, *r, before.now) {
-                Some(answer) => reply(&model.cfg, &answer),
+            let answer = copy.run(&model.cfg, id, *r, before.now);
+            let outcome = match answer {
+                Some(a @ Reply::Extend { ok: true, .. }) => format!(
+                    "{}, key now expires at t={} on its clock",
+                    reply(&model.cfg, &a),
+                    copy.key.map_or(0, |k| k.expires)
+                ),
+                Some(a) => reply(&model.cfg, &a),
                 None => format!("key now held by {}", holder(after, node)),
             };
             format!(
@@ -184,7 +210,7 @@ fn event(model: &LockModel, before: &State, action: Action, after: &State) -> St
                 if index > 0 { " (overtaking)" } else { "" },
                 after.nodes[node].fence,
                 if answered {
-                    decided(client)
+                    decided(client, answer.map(|a| (node, a)))
                 } else if client::awaits(&before.clients[client].phase, node, r) {
                     " — the answer comes too late to count".into()
                 } else {
@@ -195,10 +221,51 @@ fn event(model: &LockModel, before: &State, action: Action, after: &State) -> St
         Action::Deadline { client } => format!(
             "client {}'s per-node deadlines pass{}",
             who(client),
-            decided(client)
+            decided(client, None)
         ),
         Action::Section { client } => section(model, before, after, client),
-        Action::Extend { client } => format!("client {} sends EXTEND to every node", who(client)),
+        Action::Extend { client, ttl } => {
+            let (
+                Phase::Holding {
+                    valid_until: old, ..
+                },
+                Phase::Holding {
+                    valid_until: new,
+                    extending,
+                    ..
+                },
+            ) = (&before.clients[client].phase, &after.clients[client].phase)
+            else {
+                return String::new();
+            };
+            let call = if ttl == model.cfg.ttl {
+                "extend()".to_string()
+            } else {
+                format!("extend_for({ttl})")
+            };
+            let c = who(client);
+            if extending.is_none() {
+                format!("client {c} calls {call}: LeaseLost, validity ended at t={old}")
+            } else if new < old {
+                format!(
+                    "client {c} calls {call}: validity first SHRINKS to t={new} (start + TTL − drift), then EXTEND with TTL {ttl} goes to every node"
+                )
+            } else {
+                format!(
+                    "client {c} calls {call}: EXTEND with TTL {ttl} to every node; validity stays until t={old} meanwhile"
+                )
+            }
+        }
+        Action::Cancel { client } => {
+            let until = match &after.clients[client].phase {
+                Phase::Holding { valid_until, .. } => *valid_until,
+                _ => 0,
+            };
+            format!(
+                "client {} STOPS WAITING for its extend (drops the future): validity stays until t={until}; the EXTENDs already queued still run",
+                who(client)
+            )
+        }
         Action::Lose {
             client,
             node,
