@@ -63,6 +63,14 @@
 //!   (cleanly, with [`LockError::QuorumNotReached`]); nobody gets the lock.
 //! - **Network delays.** A reply that arrives after its node's deadline is a lost vote; a
 //!   key set by it belongs to the lease anyway and is released with it.
+//! - **A late `PEXPIRE` from a dead connection.** An extend cuts validity to its own end
+//!   before it is sent, and a later extend that succeeds sets validity from its own round.
+//!   If the first one's request to a node was written on a connection that then broke, and
+//!   TCP still delivers it after the later extend's request on the new connection, that
+//!   node's key ends earlier than the later extend counted on. The model shows the trace
+//!   (`docs/model.md`, finding 3: reordering). It needs a shortening extend that was given
+//!   up, a reconnect and a retransmission in that order; avoid `extend_for` with less
+//!   time than is left where that matters.
 //! - **What the lock cannot promise:** mutual exclusion under unbounded pauses, clock
 //!   jumps or more than N − quorum amnesic nodes. Use it to avoid duplicate work, and
 //!   fence the writes where correctness matters.
