@@ -112,27 +112,37 @@ fn explained(check: &mut dyn FnMut(&str, bool, String), name: &str, lost: i64, m
     }
 }
 
+/// No two holding windows overlap and every grant's token grows; `why` follows "want 0".
+fn exclusive_and_growing(
+    check: &mut dyn FnMut(&str, bool, String),
+    name: &str,
+    m: &ModeReport,
+    why: &str,
+) {
+    check(
+        name,
+        m.exclusion_violations == 0,
+        format!(
+            "{name}: {} exclusion violations (want 0{why})",
+            m.exclusion_violations
+        ),
+    );
+    check(
+        name,
+        m.fence_regressions == 0,
+        format!(
+            "{name}: {} grants whose fencing token did not grow (want 0)",
+            m.fence_regressions
+        ),
+    );
+}
+
 /// What the lock must keep wherever it promises exclusion, even when clients outlive their
 /// leases: holding windows end at `valid_until`, so no two overlap and tokens grow; every
 /// loss, in every mode, is a stale write's doing.
 fn lock_holds(check: &mut dyn FnMut(&str, bool, String), modes: &BTreeMap<String, ModeReport>) {
     for (name, m) in modes {
-        check(
-            name,
-            m.exclusion_violations == 0,
-            format!(
-                "{name}: {} exclusion violations (want 0: holding windows end at valid_until)",
-                m.exclusion_violations
-            ),
-        );
-        check(
-            name,
-            m.fence_regressions == 0,
-            format!(
-                "{name}: {} grants whose fencing token did not grow (want 0)",
-                m.fence_regressions
-            ),
-        );
+        exclusive_and_growing(check, name, m, ": holding windows end at valid_until");
         if let Some(lost) = m.lost {
             explained(check, name, lost, m);
         }
@@ -209,22 +219,7 @@ pub fn verdict(
     match expectation {
         Expectation::SafeAndAvailable | Expectation::UnavailableButSafe => {
             for (name, m) in modes {
-                check(
-                    name,
-                    m.exclusion_violations == 0,
-                    format!(
-                        "{name}: {} exclusion violations (want 0)",
-                        m.exclusion_violations
-                    ),
-                );
-                check(
-                    name,
-                    m.fence_regressions == 0,
-                    format!(
-                        "{name}: {} grants whose fencing token did not grow (want 0)",
-                        m.fence_regressions
-                    ),
-                );
+                exclusive_and_growing(&mut check, name, m, "");
                 match m.lost {
                     // Unread: unknown, said above.
                     None => {}
