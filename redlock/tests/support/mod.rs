@@ -273,6 +273,20 @@ impl Cluster {
             std::thread::sleep(Duration::from_millis(20));
         }
     }
+
+    /// Polls until every server holds `key` or `within` has passed; returns who holds it.
+    /// An acquire returns once a quorum said yes, so the last nodes' `SET`s may still be
+    /// on their way when it does.
+    pub fn wait_held_everywhere(&self, key: &str, within: Duration) -> Vec<usize> {
+        let deadline = Instant::now() + within;
+        loop {
+            let holding = self.holding(key);
+            if holding.len() == self.servers.len() || Instant::now() >= deadline {
+                return holding;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
 }
 
 mod proxy;
