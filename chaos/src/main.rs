@@ -222,6 +222,7 @@ fn scenarios(args: ScenariosArgs) -> Result<(), Box<dyn std::error::Error>> {
                 redlock_chaos::run::chaos_workload::WRITE_ALLOWANCE * 100.0,
                 redlock_chaos::run::chaos_workload::TO_VALIDITY_MARGIN * 100.0
             ),
+            Work::Renewed => "sections: 2-5 × the TTL under auto_renew".into(),
         };
         let minimum = redlock_chaos::run::needs::minimum_duration(
             s,

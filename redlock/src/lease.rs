@@ -183,6 +183,15 @@ impl Lease {
         self.fence
     }
 
+    /// The random owner token stored as the value of this lease's keys, which release and
+    /// extend compare against: for audits that read the servers directly (a node holds
+    /// the lease while `GET key` returns it; the chaos rig checks `valid_until` against
+    /// the keys' `PTTL` that way). Whoever has it can extend and release the lease, as
+    /// with a [handle](crate::handle): do not log it.
+    pub fn owner_token(&self) -> &str {
+        self.token.as_str()
+    }
+
     /// When the winning attempt started (monotonic clock). Validity is counted from here.
     pub fn acquired_at(&self) -> Instant {
         self.acquired_at

@@ -6,6 +6,8 @@
 //! - [`fence`]: grants whose fencing token did not grow (duplicates, regressions).
 //! - [`report`]: per-run numbers ([`RunReport`]) and their summary over runs ([`Summary`]).
 //! - [`stale`]: how many lost increments stale writes can explain.
+//! - [`truth`]: server truth — each grant's reported validity against how long a quorum
+//!   of its keys really lived, by the servers' `PTTL`.
 //! - [`history`]: the history, Jepsen-style: every operation with its invoke and complete
 //!   times, outcome (ok / fail / info) and values; JSON lines.
 //! - [`lost`](mod@lost): lost updates by name, each with the write that erased it, replayed from the
@@ -18,6 +20,7 @@ pub mod history;
 pub mod lost;
 pub mod report;
 pub mod stale;
+pub mod truth;
 
 pub use exclusion::{Window, exclusion_violations, overlapping_pairs};
 pub use fence::fence_regressions;

@@ -147,6 +147,17 @@ impl Lease {
             Lease::Rslock(l) => *l.granted(),
         }
     }
+
+    /// The key on the nodes and the owner token stored in it, for reading server truth
+    /// ([`crate::checker::truth`]).
+    pub fn owner(&self) -> (&[u8], &[u8]) {
+        match self {
+            Lease::Ours(l) => (l.key().as_bytes(), l.owner_token().as_bytes()),
+            Lease::Plain(l) => l.owner(),
+            #[cfg(feature = "peers")]
+            Lease::Rslock(l) => l.owner(),
+        }
+    }
 }
 
 /// An acquire that could not be counted as a failure: a setting or the fencing counter is

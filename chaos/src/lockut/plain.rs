@@ -183,6 +183,11 @@ impl PlainLease {
     pub fn granted(&self) -> &Granted {
         &self.granted
     }
+
+    /// The key and the owner token in it.
+    pub fn owner(&self) -> (&[u8], &[u8]) {
+        (self.key.as_bytes(), self.token.as_bytes())
+    }
 }
 
 impl PlainRedlock {

@@ -37,6 +37,11 @@ impl RslockLease {
     pub fn granted(&self) -> &Granted {
         &self.granted
     }
+
+    /// The key and the owner token in it.
+    pub fn owner(&self) -> (&[u8], &[u8]) {
+        (&self.lock.resource, &self.lock.val)
+    }
 }
 
 impl RslockUnderTest {

@@ -237,6 +237,7 @@ fn summary_table(out: &mut String, s: &ScenarioReport, modes: &[&str]) {
             stale_reach: _,
             unexplained_losses: _,
             indeterminate_writes: _,
+            server_truth: _,
         } = m;
         let (lost, final_value) = (or_unknown(*lost), or_unknown(*final_value));
         let bad = |b: bool| if b { " class=\"bad\"" } else { "" };

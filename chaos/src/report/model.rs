@@ -16,6 +16,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::checker::truth::TruthSummary;
+
 pub use crate::checker::lost::{Culprit, LostUpdate};
 
 /// File name of the report inside the report directory.
@@ -206,6 +208,10 @@ pub struct ModeReport {
     /// settled them; not counted in `sections`.
     #[serde(default)]
     pub indeterminate_writes: u64,
+    /// Server truth: each grant's `valid_until` against how long a quorum of its keys
+    /// lived, by the servers' `PTTL` ([`crate::checker::truth`]).
+    #[serde(default)]
+    pub server_truth: TruthSummary,
 }
 
 /// Shortest fault window [`ModeReport::idle_fault_windows`] looks at: long enough for

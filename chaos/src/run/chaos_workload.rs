@@ -23,6 +23,7 @@
 
 use std::time::Duration;
 
+use fenced_redlock::{LeaseStatus, RenewOptions};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
@@ -32,7 +33,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::clock::ScenarioClock;
 use super::pause::PausePlan;
+use super::truth::TruthReader;
 use crate::checker::history::{Op, OpKind, OpOutcome};
+use crate::checker::truth::GrantTruth;
 use crate::lockut::{Lease, LockUnderTest};
 use crate::workload::Mode;
 use crate::workload::ledger::{Ledger, State, section_id};
@@ -58,6 +61,9 @@ pub struct WorkerSpec {
     /// Instead of `work`, work until shortly before the end of the validity the lock
     /// reported (see [`work_to_validity`]): a lock that overstates validity is caught.
     pub work_to_validity: bool,
+    /// Instead of `work`, 2-5 × the TTL under `auto_renew` (our lock; see
+    /// [`crate::scenario::Work::Renewed`]).
+    pub renewed: bool,
     /// Budget of one waiting acquire.
     pub acquire_wait: Duration,
     /// Seed of this worker (its start offset).
@@ -66,6 +72,9 @@ pub struct WorkerSpec {
     pub until: Duration,
     /// Pauses while holding a lease (worker processes only: the worker stops itself).
     pub pause: Option<PausePlan>,
+    /// The nodes' admin URLs, in node order: each grant's keys are read there before its
+    /// release ([`super::truth`]). Empty: no server truth.
+    pub truth_urls: Vec<String>,
 }
 
 /// How a grant's section ended.
@@ -118,6 +127,9 @@ pub enum WorkerEvent {
         done_us: u64,
         /// How the section ended.
         outcome: GrantOutcome,
+        /// What the servers said of its keys right after the grant (none: not read).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        truth: Option<GrantTruth>,
     },
     /// The worker, holding a lease, is about to stop itself (`SIGSTOP`); the runner resumes
     /// it `resume_after_us` later.
@@ -204,6 +216,7 @@ pub async fn run_worker(
     let head = Duration::from_micros(rng.random_range(0..=20_000));
     let mut pauses = spec.pause.map(|p| p.start(&mut rng));
     let mut sections = 0u64;
+    let mut truth = (!spec.truth_urls.is_empty()).then(|| TruthReader::new(&spec.truth_urls));
     tokio::select! {
         () = tokio::time::sleep_until(clock.instant_at(Duration::ZERO) + head) => {}
         () = stop.cancelled() => {}
@@ -248,11 +261,19 @@ pub async fn run_worker(
                     rounds: g.attempts,
                     node_fault: false,
                 });
-                let work = if spec.work_to_validity {
+                let work = if spec.renewed {
+                    spec.ttl.mul_f64(rng.random_range(2.0..=5.0))
+                } else if spec.work_to_validity {
                     work_to_validity(g.valid_until, spec.ttl, &mut rng)
                 } else {
                     spec.work
                 };
+                // Half or twice the TTL first in two renewed sections of three.
+                let renewal = spec.renewed.then(|| match rng.random_range(0..3) {
+                    0 => None,
+                    1 => Some(spec.ttl / 2),
+                    _ => Some(spec.ttl.saturating_mul(2)),
+                });
                 let held = Held {
                     spec,
                     section,
@@ -261,6 +282,8 @@ pub async fn run_worker(
                     clock,
                     pause: pauses.as_mut().and_then(|p| p.next_section(&mut rng)),
                     pause_self,
+                    truth: truth.as_mut(),
+                    renewal,
                 };
                 if let Err(message) = held.run(lock, lease, &mut emit).await {
                     emit(WorkerEvent::Failed { worker, message });
@@ -302,6 +325,11 @@ struct Held<'a> {
     /// Drawn before the section: pause this long right before the write.
     pause: Option<Duration>,
     pause_self: &'a (dyn Fn() + Sync),
+    /// Reads the grant's keys on the servers beside the section, before the release.
+    truth: Option<&'a mut TruthReader>,
+    /// Renew the lease through the section (our lock), after an `extend_for` of this TTL
+    /// when there is one.
+    renewal: Option<Option<Duration>>,
 }
 
 impl Held<'_> {
@@ -319,17 +347,38 @@ impl Held<'_> {
         op
     }
 
-    /// Runs the section under `lease`, records the grant, releases. `Err` only when the
-    /// worker cannot go on (a closed database connection, a fenced mode without a token).
+    /// Runs the section under `lease` (and reads its keys' truth beside it), records the
+    /// grant, releases. `Err` only when the worker cannot go on (a closed database
+    /// connection, a fenced mode without a token).
     async fn run(
-        self,
+        mut self,
         lock: &LockUnderTest,
         lease: Lease,
         emit: &mut impl FnMut(WorkerEvent),
     ) -> Result<(), String> {
+        let lease = match (self.renewal, lease) {
+            (Some(extend_first), Lease::Ours(l)) => {
+                return self.run_renewed(l, extend_first, emit).await;
+            }
+            (_, lease) => lease,
+        };
         let granted = lease.granted();
         let valid_until = granted.valid_until;
-        let outcome = self.section(granted.fence, valid_until, emit).await;
+        let (key, token) = lease.owner();
+        let clock = self.clock;
+        let reader = self.truth.take();
+        let read_truth = async move {
+            match reader {
+                Some(r) => Some(r.read(key, token, clock).await),
+                None => None,
+            }
+        };
+        let still_valid = || Some(valid_until).filter(|v| Instant::now() < *v);
+        let (truth, outcome) = tokio::join!(
+            read_truth,
+            self.section(granted.fence, valid_until, &still_valid, emit)
+        );
+        let outcome = outcome.map(|(o, _)| o);
         let done = Instant::now();
         emit(WorkerEvent::Grant {
             worker: self.spec.worker,
@@ -339,6 +388,7 @@ impl Held<'_> {
             valid_until_us: self.clock.us(valid_until),
             done_us: self.clock.us(done),
             outcome: *outcome.as_ref().unwrap_or(&GrantOutcome::Indeterminate),
+            truth,
         });
         let invoke = Instant::now();
         // Not needed for safety: keys we could not delete expire with the TTL.
@@ -352,13 +402,89 @@ impl Held<'_> {
         outcome.map(drop)
     }
 
+    /// A renewed section of our lock: an `extend_for(extend_first)` when drawn, then
+    /// `auto_renew` through the section; the holder's check before its write asks the
+    /// renewer. The holding window ends at the validity the holder knew last; while the
+    /// renewer still says held, that validity is read against the servers before the
+    /// release — a renewer that believes in keys the servers no longer keep is caught.
+    async fn run_renewed(
+        mut self,
+        mut lease: fenced_redlock::Lease,
+        extend_first: Option<Duration>,
+        emit: &mut impl FnMut(WorkerEvent),
+    ) -> Result<(), String> {
+        let fence = lease.fence().map(|f| f.get());
+        let granted_at = lease.granted_at();
+        let (key, token) = (lease.key().to_owned(), lease.owner_token().to_owned());
+        if let Some(ttl) = extend_first {
+            let invoke = Instant::now();
+            let outcome = match lease.extend_for(ttl).await {
+                Ok(_) => OpOutcome::Ok,
+                Err(e) => {
+                    tracing::debug!(error = %e, "extend_for failed");
+                    OpOutcome::Fail
+                }
+            };
+            emit(WorkerEvent::Op(self.op(OpKind::Extend, outcome, invoke)));
+        }
+        let valid_until = lease.valid_until();
+        let renewing = lease.auto_renew(RenewOptions::default());
+        let held = || match renewing.status() {
+            LeaseStatus::Held { valid_until } => Some(valid_until),
+            _ => None,
+        };
+        let outcome = self.section(fence, valid_until, &held, emit).await;
+        let done = Instant::now();
+        let known = held();
+        let truth = match (known, self.truth.take()) {
+            (Some(vu), Some(reader)) => Some((
+                reader
+                    .read(key.as_bytes(), token.as_bytes(), self.clock)
+                    .await,
+                vu,
+            )),
+            _ => None,
+        };
+        let believed = known
+            .or_else(|| outcome.as_ref().ok().map(|(_, b)| *b))
+            .unwrap_or(valid_until);
+        let (truth, believed) = match truth {
+            Some((t, vu)) => (Some(t), vu),
+            None => (None, believed),
+        };
+        emit(WorkerEvent::Grant {
+            worker: self.spec.worker,
+            fence,
+            start_us: self.clock.us(granted_at),
+            end_us: self.clock.us(done.min(believed)),
+            valid_until_us: self.clock.us(believed),
+            done_us: self.clock.us(done),
+            outcome: outcome
+                .as_ref()
+                .map_or(GrantOutcome::Indeterminate, |(o, _)| *o),
+            truth,
+        });
+        let invoke = Instant::now();
+        let report = renewing.release().await;
+        let result = if report.released() > report.nodes.len() / 2 {
+            OpOutcome::Ok
+        } else {
+            OpOutcome::Fail
+        };
+        emit(WorkerEvent::Op(self.op(OpKind::Release, result, invoke)));
+        outcome.map(drop)
+    }
+
     /// Read (or claim), work, check, maybe pause, write: each statement an operation.
+    /// `valid` is the lease's end of validity now (`None`: expired or lost), `valid_until`
+    /// the one known at the grant; also returns the end the holder knew last, at its check.
     async fn section(
         &self,
         fence: Option<u64>,
         valid_until: Instant,
+        valid: &(dyn Fn() -> Option<Instant> + Sync),
         emit: &mut impl FnMut(WorkerEvent),
-    ) -> Result<GrantOutcome, String> {
+    ) -> Result<(GrantOutcome, Instant), String> {
         let (mode, row, ledger) = (self.spec.mode, self.spec.row, Ledger);
         let fence = match (mode.is_fenced(), fence) {
             (false, _) => 0,
@@ -386,13 +512,21 @@ impl Held<'_> {
             // A refused claim (or a missing row, which the final read reports).
             Ok(None) => {
                 emit(WorkerEvent::Op(self.op(f, OpOutcome::Fail, invoke)));
-                return Ok(GrantOutcome::Rejected);
+                return Ok((GrantOutcome::Rejected, valid_until));
             }
-            Err(e) => return self.indeterminate(f, invoke, &e, emit),
+            Err(e) => {
+                return self
+                    .indeterminate(f, invoke, &e, emit)
+                    .map(|o| (o, valid_until));
+            }
         };
         tokio::time::sleep(self.work).await;
-        if mode != Mode::None && Instant::now() >= valid_until {
-            return Ok(GrantOutcome::Abandoned);
+        // What the holder knows at its check: a renewed lease may have moved on, or been
+        // lost (then it held no later than now, and no later than what it knew before).
+        let known = valid();
+        let believed = known.unwrap_or_else(|| valid_until.min(Instant::now()));
+        if mode != Mode::None && known.is_none() {
+            return Ok((GrantOutcome::Abandoned, believed));
         }
         // Right after the check: the one moment a pause turns into a stale write.
         if let Some(length) = self.pause {
@@ -419,16 +553,17 @@ impl Held<'_> {
                     self.op(OpKind::Write, outcome, invoke)
                         .values(next, read.last),
                 ));
-                Ok(if accepted {
+                let outcome = if accepted {
                     GrantOutcome::Accepted
                 } else {
                     GrantOutcome::Rejected
-                })
+                };
+                Ok((outcome, believed))
             }
             Err(e) => {
                 let mut op = self.op(OpKind::Write, OpOutcome::Info, invoke);
                 op = op.values(next, read.last);
-                self.indeterminate_op(op, &e, emit)
+                self.indeterminate_op(op, &e, emit).map(|o| (o, believed))
             }
         }
     }

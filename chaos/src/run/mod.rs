@@ -35,6 +35,7 @@ pub mod record;
 pub mod split;
 pub mod suite;
 pub mod table;
+pub mod truth;
 pub mod verdict;
 pub mod worker_proc;
 
@@ -138,6 +139,8 @@ pub(crate) struct Env {
     pub(crate) cfg: RunConfig,
     pub(crate) cluster: Arc<AnyCluster>,
     pub(crate) worker_urls: Vec<String>,
+    /// The nodes' direct addresses (past the proxies), where workers read server truth.
+    pub(crate) admin_urls: Vec<String>,
     pub(crate) pg_dsn: String,
     pub(crate) admin: tokio_postgres::Client,
     pub(crate) chaos_bin: Option<PathBuf>,
@@ -317,6 +320,10 @@ async fn setup(
         .map(|i| cluster.worker_url(NodeId(i)))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| format!("worker urls: {e}"))?;
+    let admin_urls = (0..cluster.nodes())
+        .map(|i| cluster.admin_url(NodeId(i)))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("admin urls: {e}"))?;
     let admin = crate::pg::connect(&pg.dsn())
         .await
         .map_err(|e| e.to_string())?;
@@ -332,6 +339,7 @@ async fn setup(
             cfg: cfg.clone(),
             cluster,
             worker_urls,
+            admin_urls,
             pg_dsn: pg.dsn(),
             admin,
             chaos_bin,

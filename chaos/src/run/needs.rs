@@ -99,8 +99,8 @@ fn section_work(scenario: &Scenario, run_work: Duration) -> Option<Duration> {
     match scenario.work {
         Work::Fixed(d) => Some(d),
         Work::Run => Some(run_work),
-        // Works up to a share of whatever validity the grant had.
-        Work::ToValidity => None,
+        // Works up to a share of whatever validity the grant had, or several TTLs.
+        Work::ToValidity | Work::Renewed => None,
     }
 }
 

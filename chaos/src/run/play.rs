@@ -427,15 +427,17 @@ async fn start_workers(
                 ttl,
                 work: match scenario.work {
                     Work::Fixed(d) => d,
-                    Work::Run | Work::ToValidity => cfg.work,
+                    Work::Run | Work::ToValidity | Work::Renewed => cfg.work,
                 },
                 work_to_validity: scenario.work == Work::ToValidity || victim,
+                renewed: scenario.work == Work::Renewed && !victim,
                 acquire_wait: DEFAULT_ACQUIRE_WAIT,
                 seed: suite::mix(seed, (m * 1000 + i) as u64),
                 until: cfg.duration,
                 // Only processes can stop themselves; `processes` is set when this is > 0.
                 pause: (processes && scenario.pause_rate > 0.0)
                     .then(|| PausePlan::for_ttl(scenario.pause_rate, ttl)),
+                truth_urls: env.admin_urls.clone(),
             };
             match lock {
                 None => {

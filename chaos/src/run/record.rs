@@ -11,6 +11,7 @@ use super::chaos_workload::{GrantOutcome, WorkerEvent};
 use super::clock::ScenarioClock;
 use crate::bench::stats::percentile;
 use crate::checker::history::{Op, OpKind, OpOutcome};
+use crate::checker::truth::{GrantTruth, TruthSummary};
 use crate::checker::{self, Window, Written};
 use crate::workload::ledger::{Final, Ledger};
 
@@ -71,6 +72,8 @@ pub struct ModeRecord {
     failures: Vec<String>,
     indeterminate: u64,
     history: Vec<Op>,
+    /// Server truth of each read grant, with its `valid_until`.
+    truths: Vec<(GrantTruth, u64)>,
 }
 
 /// A mode's record, judged.
@@ -153,7 +156,11 @@ impl ModeRecord {
                 valid_until_us,
                 done_us,
                 outcome,
+                truth,
             } => {
+                if let Some(t) = truth {
+                    self.truths.push((t, valid_until_us));
+                }
                 let stale = outcome == GrantOutcome::Accepted && done_us > valid_until_us;
                 match outcome {
                     GrantOutcome::Accepted => self.sections += 1,
@@ -315,6 +322,7 @@ impl ModeRecord {
             stale_reach: checker::stale_reach(&written),
             unexplained_losses: lost.as_ref().map(|r| r.unexplained().count() as u64),
             indeterminate_writes: self.indeterminate,
+            server_truth: TruthSummary::of(self.truths.iter().map(|(t, v)| (t, *v))),
         };
         Finished {
             report,
@@ -341,7 +349,23 @@ mod tests {
         }
     }
 
+    /// A grant valid until `end + 100` whose keys the servers kept 50 µs longer.
     fn grant(worker: usize, start: u64, end: u64, outcome: GrantOutcome) -> WorkerEvent {
+        let truth = GrantTruth {
+            end_bound_us: Some(end + 150),
+            holders: 3,
+            unknown: 0,
+        };
+        grant_read(worker, start, end, outcome, truth)
+    }
+
+    fn grant_read(
+        worker: usize,
+        start: u64,
+        end: u64,
+        outcome: GrantOutcome,
+        truth: GrantTruth,
+    ) -> WorkerEvent {
         WorkerEvent::Grant {
             worker,
             fence: Some(start),
@@ -350,6 +374,7 @@ mod tests {
             valid_until_us: end + 100,
             done_us: end,
             outcome,
+            truth: Some(truth),
         }
     }
 
@@ -378,6 +403,20 @@ mod tests {
         r.push(grant(1, 5, 20, GrantOutcome::Rejected));
         r.push(grant(2, 30, 40, GrantOutcome::Accepted));
         r.push(grant(3, 50, 60, GrantOutcome::Abandoned));
+        // Keys gone on a quorum 30 µs before the reported validity ended; one unbounded.
+        for (start, bound) in [(70, Some(150)), (90, None)] {
+            r.push(grant_read(
+                0,
+                start,
+                start + 10,
+                GrantOutcome::Abandoned,
+                GrantTruth {
+                    end_bound_us: bound,
+                    holders: 2,
+                    unknown: 1,
+                },
+            ));
+        }
         let Finished {
             report: m,
             timeline: t,
@@ -395,7 +434,17 @@ mod tests {
             (11, 7, 1)
         );
         assert_eq!((m.acquire_p50_us, m.acquire_p99_us), (200, 400));
-        assert_eq!(t.grants.len(), 4);
+        assert_eq!(t.grants.len(), 6);
+        assert_eq!(
+            m.server_truth,
+            TruthSummary {
+                read: 6,
+                inconclusive: 1,
+                overstated: 1,
+                margin_min_us: Some(-30),
+                margin_p50_us: Some(50),
+            }
+        );
     }
 
     #[test]
@@ -419,6 +468,7 @@ mod tests {
             valid_until_us: 300,
             done_us: 900,
             outcome: GrantOutcome::Accepted,
+            truth: None,
         });
         // A later grant with the same token (amnesia): a duplicate.
         r.push(WorkerEvent::Grant {
@@ -429,6 +479,7 @@ mod tests {
             valid_until_us: 600,
             done_us: 450,
             outcome: GrantOutcome::Accepted,
+            truth: None,
         });
         let Finished {
             report: m,

@@ -71,7 +71,7 @@ fn shown(n: Option<i64>) -> String {
 
 fn reported(name: &str, m: &ModeReport) -> String {
     format!(
-        "reported: {name}: lost {} ({:.1} % of {} acknowledged; {} unexplained), {} exclusion violations, {} stale writes (reach {}), {} fence-token regressions, {} rejected, {} abandoned, {} indeterminate writes, {} pauses",
+        "reported: {name}: lost {} ({:.1} % of {} acknowledged; {} unexplained), {} exclusion violations, {} stale writes (reach {}), {} fence-token regressions, {} rejected, {} abandoned, {} indeterminate writes, {} pauses, {} grants whose validity outlasted their keys ({})",
         shown(m.lost),
         100.0 * m.lost_share(),
         m.sections,
@@ -84,7 +84,9 @@ fn reported(name: &str, m: &ModeReport) -> String {
         m.rejected,
         m.abandoned,
         m.indeterminate_writes,
-        m.pauses
+        m.pauses,
+        m.server_truth.overstated,
+        m.server_truth.describe()
     )
 }
 
@@ -133,6 +135,16 @@ fn exclusive_and_growing(
         format!(
             "{name}: {} grants whose fencing token did not grow (want 0)",
             m.fence_regressions
+        ),
+    );
+    let t = &m.server_truth;
+    check(
+        name,
+        t.overstated == 0,
+        format!(
+            "{name}: {} grants whose validity outlasted a quorum of their keys by the servers' PTTL (want 0; {})",
+            t.overstated,
+            t.describe()
         ),
     );
 }
@@ -338,6 +350,7 @@ pub fn verdict(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::checker::truth::TruthSummary;
 
     fn mode(sections: u64, lost: i64, violations: u64, errors: u64) -> ModeReport {
         ModeReport {
@@ -360,6 +373,12 @@ mod tests {
             stale_reach: 0,
             unexplained_losses: None,
             indeterminate_writes: 0,
+            server_truth: TruthSummary {
+                read: sections,
+                margin_min_us: Some(3_000),
+                margin_p50_us: Some(4_000),
+                ..TruthSummary::default()
+            },
         }
     }
 
@@ -382,13 +401,48 @@ mod tests {
     }
 
     #[test]
+    fn a_validity_the_servers_contradict_fails_wherever_the_lock_must_hold() {
+        let overstated = ModeReport {
+            server_truth: TruthSummary {
+                read: 10,
+                overstated: 2,
+                margin_min_us: Some(-6_000),
+                margin_p50_us: Some(3_000),
+                ..TruthSummary::default()
+            },
+            ..mode(10, 0, 0, 0)
+        };
+        let ms = modes(mode(10, 0, 0, 0), overstated);
+        for e in [
+            Expectation::SafeAndAvailable,
+            Expectation::LockHolds,
+            Expectation::MustShow(Anomaly::LostUpdate),
+        ] {
+            let v = verdict(e, &ms, &[], true);
+            assert_eq!(v.outcome, Outcome::Fail, "{e}: {:?}", v.reasons);
+            assert_eq!(v.failed_modes, ["claim_first"]);
+            assert!(
+                v.reasons.iter().any(|r| r
+                    .starts_with("FAILED: claim_first: 2 grants whose validity outlasted")
+                    && r.contains("margin min -6.0 ms")),
+                "{:?}",
+                v.reasons
+            );
+        }
+        // Where the docs say the lock may break (amnesia, a majority's clocks), it is the
+        // truth of what happened, reported with the rest.
+        let v = verdict(Expectation::MayViolateFencingHolds, &ms, &[], true);
+        assert_eq!(v.outcome, Outcome::Pass, "{:?}", v.reasons);
+    }
+
+    #[test]
     fn safe_and_available() {
         let good = modes(mode(10, 0, 0, 0), mode(10, 0, 0, 0));
         let v = verdict(Expectation::SafeAndAvailable, &good, &[], true);
         assert_eq!(v.outcome, Outcome::Pass, "{:?}", v.reasons);
-        // 4 modes × (violations, tokens, lost, sections, idle faults) + none's and checked's
-        // reports.
-        assert_eq!(v.reasons.len(), 22);
+        // 4 modes × (violations, tokens, server truth, lost, sections, idle faults) + none's
+        // and checked's reports.
+        assert_eq!(v.reasons.len(), 26);
         let stopped = modes(
             mode(10, 0, 0, 0),
             ModeReport {

@@ -65,6 +65,9 @@ pub struct WorkerArgs {
     /// Work until shortly before the end of the reported validity instead of `--work`.
     #[arg(long)]
     pub work_to_validity: bool,
+    /// Sections of 2-5 × the TTL under `auto_renew` instead of `--work`.
+    #[arg(long)]
+    pub renewed: bool,
     /// Budget of one waiting acquire.
     #[arg(long, value_parser = parse_duration, default_value = "1s")]
     pub acquire_wait: Duration,
@@ -89,6 +92,10 @@ pub struct WorkerArgs {
     /// Longest pause.
     #[arg(long, value_parser = parse_duration, default_value = "0ms")]
     pub pause_max: Duration,
+    /// Nodes' admin URLs, comma-separated, in node order: each grant's keys are read there
+    /// (server truth). None: no reads.
+    #[arg(long, value_delimiter = ',')]
+    pub truth_nodes: Vec<String>,
 }
 
 impl WorkerArgs {
@@ -101,9 +108,11 @@ impl WorkerArgs {
             ttl: self.ttl,
             work: self.work,
             work_to_validity: self.work_to_validity,
+            renewed: self.renewed,
             acquire_wait: self.acquire_wait,
             seed: self.seed,
             until: self.until,
+            truth_urls: self.truth_nodes.clone(),
             pause: (self.pause_rate > 0.0).then_some(PausePlan {
                 rate: self.pause_rate,
                 min: self.pause_min,
@@ -328,6 +337,12 @@ pub fn spawn(
         .arg(us(spec.until));
     if spec.work_to_validity {
         cmd.arg("--work-to-validity");
+    }
+    if spec.renewed {
+        cmd.arg("--renewed");
+    }
+    if !spec.truth_urls.is_empty() {
+        cmd.arg("--truth-nodes").arg(spec.truth_urls.join(","));
     }
     if let Some(p) = spec.pause {
         cmd.arg("--pause-rate")

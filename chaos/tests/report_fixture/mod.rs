@@ -218,6 +218,7 @@ fn mode(
         stale_reach: t.grants.iter().filter(|g| g.stale).count() as u64,
         unexplained_losses: Some(0),
         indeterminate_writes: 0,
+        server_truth: Default::default(),
     };
     (m, t)
 }
