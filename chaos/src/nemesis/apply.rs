@@ -7,6 +7,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use super::connection;
 use super::error::NemesisError;
 use super::fault::{Fault, PartitionVia, Target, WorkerId};
 use crate::cluster::{Cluster, ClusterError, DataOnRestart, NodeId};
@@ -124,6 +125,11 @@ pub async fn apply<C: Cluster>(
             .await
             .map(drop)
             .map_err(proxy_err("apply", fault, node, &proxy)),
+        Fault::Connection(c) => need_proxy(cluster, fault)?
+            .add_toxic(&proxy, &c.toxic())
+            .await
+            .map(drop)
+            .map_err(proxy_err("apply", fault, node, &proxy)),
         Fault::ClockJump { offset_s } => cluster
             .set_clock_offset(node, offset_s)
             .await
@@ -182,6 +188,12 @@ pub async fn heal<C: Cluster>(
         Fault::Slow { .. } => ok_if_absent(
             need_proxy(cluster, fault)?
                 .remove_toxic(&proxy, SLOW_TOXIC)
+                .await,
+        )
+        .map_err(proxy_err("heal", fault, node, &proxy)),
+        Fault::Connection(_) => ok_if_absent(
+            need_proxy(cluster, fault)?
+                .remove_toxic(&proxy, connection::TOXIC_NAME)
                 .await,
         )
         .map_err(proxy_err("heal", fault, node, &proxy)),

@@ -9,6 +9,7 @@
 //! | `Partition` | proxy disabled / `docker network disconnect` | enable / reconnect |
 //! | `BlackHole` | proxy `timeout` 0 toxics both ways | remove them (held connections close) |
 //! | `Slow` | proxy latency toxic (downstream) | remove it |
+//! | `Connection` | one proxy toxic on the lock's connections ([`super::connection`]) | remove it |
 //! | `ClockJump` | libfaketime offset (Valkey) | offset 0 |
 //! | `ClientStall` | the workload stalls the worker | the workload resumes it |
 //!
@@ -21,6 +22,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use super::connection::ConnectionFault;
 use crate::cluster::{NodeId, Verb};
 
 /// Index of a workload worker (client-side faults target these, not nodes).
@@ -73,6 +75,9 @@ pub enum Fault {
         /// Random ± spread, milliseconds.
         jitter_ms: u64,
     },
+    /// Resets, split replies, truncated streams or muted replies on the node's proxy
+    /// ([`ConnectionFault`]); heal: remove the toxic.
+    Connection(ConnectionFault),
     /// The node's wall clock jumps by `offset_s` seconds (Valkey only); heal: offset 0.
     ClockJump {
         /// Seconds; positive jumps forward (keys expire early).
@@ -94,6 +99,7 @@ impl Fault {
             Fault::Partition { .. } => "partition",
             Fault::BlackHole => "black-hole",
             Fault::Slow { .. } => "slow",
+            Fault::Connection(c) => c.kind().name(),
             Fault::ClockJump { .. } => "clock-jump",
             Fault::ClientStall => "client-stall",
         }
@@ -107,6 +113,7 @@ impl Fault {
                 via: PartitionVia::Proxy
             } | Fault::BlackHole
                 | Fault::Slow { .. }
+                | Fault::Connection(_)
         )
     }
 
@@ -125,7 +132,8 @@ impl Fault {
                 via: PartitionVia::Proxy,
             }
             | Fault::BlackHole
-            | Fault::Slow { .. } => Verb::Proxy,
+            | Fault::Slow { .. }
+            | Fault::Connection(_) => Verb::Proxy,
             Fault::ClockJump { .. } => Verb::Clock,
             Fault::ClientStall => return None,
         })
@@ -146,6 +154,7 @@ impl fmt::Display for Fault {
                 jitter_ms,
             } => write!(f, "slow ({latency_ms}±{jitter_ms} ms)"),
             Fault::ClockJump { offset_s } => write!(f, "clock-jump ({offset_s:+} s)"),
+            Fault::Connection(c) => c.fmt(f),
             other => f.write_str(other.name()),
         }
     }

@@ -17,6 +17,7 @@
 //! [`Cluster`]: crate::cluster::Cluster
 
 pub mod apply;
+pub mod connection;
 pub mod error;
 pub mod fault;
 pub mod runner;
@@ -24,6 +25,7 @@ pub mod schedule;
 pub mod target;
 
 pub use apply::{WorkerControl, apply, heal};
+pub use connection::{ConnectionFault, ConnectionKind};
 pub use error::NemesisError;
 pub use fault::{Fault, PartitionVia, Target, Targets, WorkerId};
 pub use runner::{FaultRecord, Nemesis, NemesisReport};

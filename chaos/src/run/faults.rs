@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::nemesis::{Fault, FaultRecord, NemesisReport, PartitionVia, Targets};
+use crate::nemesis::{ConnectionFault, Fault, FaultRecord, NemesisReport, PartitionVia, Targets};
 use crate::report::FaultWindow;
 
 /// The nemesis's records as report fault windows on the scenario clock; apply or heal
@@ -52,6 +52,18 @@ fn detail(rec: &FaultRecord, processes: bool) -> String {
             latency_ms,
             jitter_ms,
         } => format!("+{latency_ms}ms ±{jitter_ms}ms on replies"),
+        Fault::Connection(c) => match c {
+            ConnectionFault::ResetPeer { after_ms } => {
+                format!("connections reset {after_ms} ms after their first request")
+            }
+            ConnectionFault::Slicer { bytes, delay_us } => {
+                format!("replies in ~{bytes}-byte pieces {delay_us} µs apart")
+            }
+            ConnectionFault::LimitData { bytes } => {
+                format!("connections closed after {bytes} bytes of replies")
+            }
+            ConnectionFault::MuteReplies => "requests arrive, replies dropped".into(),
+        },
         Fault::ClockJump { offset_s } => format!("offset {offset_s:+}s"),
         Fault::ClientStall if processes => "SIGSTOP of this worker's process in every mode".into(),
         Fault::ClientStall => "worker stalled".into(),

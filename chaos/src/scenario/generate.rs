@@ -14,7 +14,7 @@ use super::model::{FaultSpec, Recipe, TargetRule, TimedFault};
 use crate::cluster::NodeId;
 use crate::nemesis::schedule::windows;
 use crate::nemesis::target;
-use crate::nemesis::{Fault, ScheduledFault, Targets, WorkerId};
+use crate::nemesis::{ConnectionKind, Fault, ScheduledFault, Targets, WorkerId};
 
 /// The faults of `recipe` on a run of `shape`, in window order.
 pub fn recipe(recipe: &Recipe, rng: &mut StdRng, shape: &Shape) -> Vec<ScheduledFault> {
@@ -81,6 +81,10 @@ pub fn draw(spec: &FaultSpec, rng: &mut StdRng) -> Fault {
             offset_s: rng.random_range(offset_s.lo..=offset_s.hi),
         },
         FaultSpec::ClientStall {} => Fault::ClientStall,
+        FaultSpec::ResetPeer {} => Fault::Connection(ConnectionKind::ResetPeer.draw(rng)),
+        FaultSpec::Slicer {} => Fault::Connection(ConnectionKind::Slicer.draw(rng)),
+        FaultSpec::LimitData {} => Fault::Connection(ConnectionKind::LimitData.draw(rng)),
+        FaultSpec::MuteReplies {} => Fault::Connection(ConnectionKind::MuteReplies.draw(rng)),
     }
 }
 

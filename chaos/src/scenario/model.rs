@@ -24,7 +24,7 @@ use crate::nemesis::PartitionVia;
 use crate::nemesis::schedule::WindowShape;
 
 /// How long a critical section works, per scenario. In files: `"run"`, `"to-validity"`,
-/// or a duration such as `"100ms"`.
+/// `"renewed"`, or a duration such as `"100ms"`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Work {
     /// The run's setting (`RunConfig::work`, 5 ms).
@@ -37,6 +37,11 @@ pub enum Work {
     /// ([`crate::run::chaos_workload::work_to_validity`]): a lock that overstates its
     /// validity writes after its keys expired, and is caught.
     ToValidity,
+    /// 2-5 × the TTL under `auto_renew` (our lock; others cannot renew and lose the lease
+    /// mid-section), first extended to half or twice the TTL in two sections of three: the
+    /// holder checks the renewer's status before its write, and each grant's last known
+    /// validity is read against the servers before the release.
+    Renewed,
 }
 
 impl Serialize for Work {
@@ -44,6 +49,7 @@ impl Serialize for Work {
         match self {
             Work::Run => s.serialize_str("run"),
             Work::ToValidity => s.serialize_str("to-validity"),
+            Work::Renewed => s.serialize_str("renewed"),
             Work::Fixed(d) => s.serialize_str(&humantime::format_duration(*d).to_string()),
         }
     }
@@ -55,11 +61,12 @@ impl<'de> Deserialize<'de> for Work {
         match s.as_str() {
             "run" => Ok(Work::Run),
             "to-validity" => Ok(Work::ToValidity),
+            "renewed" => Ok(Work::Renewed),
             other => humantime::parse_duration(other)
                 .map(Work::Fixed)
                 .map_err(|e| {
                     de::Error::custom(format!(
-                        "{other:?} ({e}): use \"run\", \"to-validity\" or a duration such as \"100ms\""
+                        "{other:?} ({e}): use \"run\", \"to-validity\", \"renewed\" or a duration such as \"100ms\""
                     ))
                 }),
         }
@@ -204,6 +211,15 @@ pub enum FaultSpec {
         /// Seconds, `[20, 60]` or one value; positive jumps forward.
         offset_s: ValueRange<i64>,
     },
+    /// Connections reset (RST) 5-100 ms after their first request (see
+    /// [`crate::nemesis::ConnectionKind::draw`] for the drawn parameters of these four).
+    ResetPeer {},
+    /// Replies cut into 1-8-byte pieces.
+    Slicer {},
+    /// Each connection closed after 16-2,048 bytes of replies.
+    LimitData {},
+    /// Requests arrive, replies are dropped.
+    MuteReplies {},
     /// A worker stops for the window; targets are workers (`one-worker`, `{ workers = [..] }`).
     ClientStall {},
 }
@@ -221,6 +237,10 @@ enum Kind {
     Slow,
     ClockJump,
     ClientStall,
+    ResetPeer,
+    Slicer,
+    LimitData,
+    MuteReplies,
 }
 
 /// [`FaultSpec`] as written: a flat table whose parameters are checked against its kind
@@ -280,6 +300,10 @@ impl TryFrom<RawFaultSpec> for FaultSpec {
                 })?,
             },
             Kind::ClientStall => FaultSpec::ClientStall {},
+            Kind::ResetPeer => FaultSpec::ResetPeer {},
+            Kind::Slicer => FaultSpec::Slicer {},
+            Kind::LimitData => FaultSpec::LimitData {},
+            Kind::MuteReplies => FaultSpec::MuteReplies {},
         };
         let given = [
             ("via", r.via.is_some(), "partition"),
@@ -316,6 +340,10 @@ impl FaultSpec {
             FaultSpec::Slow { .. } => "slow",
             FaultSpec::ClockJump { .. } => "clock-jump",
             FaultSpec::ClientStall {} => "client-stall",
+            FaultSpec::ResetPeer {} => "reset-peer",
+            FaultSpec::Slicer {} => "slicer",
+            FaultSpec::LimitData {} => "limit-data",
+            FaultSpec::MuteReplies {} => "mute-replies",
         }
     }
 

@@ -50,6 +50,14 @@ const PARTITION: FaultSpec = FaultSpec::Partition {
     via: PartitionVia::Proxy,
 };
 
+/// The faults on the lock's own connections ([`crate::nemesis::connection`]).
+const CONNECTION: [FaultSpec; 4] = [
+    FaultSpec::ResetPeer {},
+    FaultSpec::Slicer {},
+    FaultSpec::LimitData {},
+    FaultSpec::MuteReplies {},
+];
+
 fn recipe(faults: &[FaultSpec], targets: TargetRule, window: WindowSpec) -> Option<Recipe> {
     Some(Recipe {
         faults: faults.to_vec(),
@@ -105,6 +113,84 @@ pub fn builtins() -> Vec<Scenario> {
                 "100-800 ms (±20 %) reply latency on a random minority (slow acquires); repeat",
                 SafeAndAvailable,
                 recipe(&[SLOW], Minority, regular()),
+            )
+        },
+        // Replies of a quorum slowed, but within the 20 ms node deadline, so the grant
+        // counts slow votes: a validity counted from the replies rather than the send
+        // outlasts the keys by the reply latency, which server truth sees.
+        scenario(
+            "latency-majority",
+            "5-15 ms (±20 %) reply latency on a quorum of nodes (votes still inside the node deadline); repeat",
+            LockHolds,
+            recipe(
+                &[FaultSpec::Slow {
+                    latency_ms: ValueRange::new(5, 15),
+                    jitter_pct: 20,
+                }],
+                Majority,
+                regular(),
+            ),
+        ),
+        // The lock's own connections: the pipelined transport must keep every reply with
+        // its request through resets, split and truncated replies, and muted replies.
+        scenario(
+            "connection-minority",
+            "a random minority's connections: reset mid-pipeline, replies split or cut off, or replies muted; repeat",
+            SafeAndAvailable,
+            recipe(&CONNECTION, Minority, regular()),
+        ),
+        // Most acquires fail while a majority's connections are broken: nothing to judge
+        // of availability, but the lock must hold.
+        scenario(
+            "connection-majority",
+            "the same connection faults on a quorum of nodes at once, a few seconds each; repeat",
+            LockHolds,
+            recipe(
+                &CONNECTION,
+                Majority,
+                window((0.04, 0.1), (0.05, 0.1), Duration::from_secs(10)),
+            ),
+        ),
+        // Extends and background renewal under faults: a minority's must not cost the
+        // lease; shortening and lengthening extends come first in two sections of three.
+        Scenario {
+            work: Work::Renewed,
+            ..scenario(
+                "renewal",
+                "sections of 2-5 × TTL under auto_renew (extend_for half or twice the TTL first); one minority fault after another, connection faults included",
+                LockHolds,
+                recipe(
+                    &[
+                        FaultSpec::Kill {},
+                        FaultSpec::Freeze {},
+                        PARTITION,
+                        SLOW,
+                        FaultSpec::ResetPeer {},
+                        FaultSpec::MuteReplies {},
+                    ],
+                    Minority,
+                    window((0.05, 0.12), (0.03, 0.08), Duration::from_secs(30)),
+                ),
+            )
+        },
+        // Renewals fail while a majority is gone: the holder must hear it (lost()) before
+        // its keys are gone, and stop writing.
+        Scenario {
+            work: Work::Renewed,
+            ..scenario(
+                "renewal-majority",
+                "sections of 2-5 × TTL under auto_renew; a quorum of nodes killed, frozen, cut off or muted for a few seconds; repeat",
+                LockHolds,
+                recipe(
+                    &[
+                        FaultSpec::Kill {},
+                        FaultSpec::Freeze {},
+                        PARTITION,
+                        FaultSpec::MuteReplies {},
+                    ],
+                    Majority,
+                    window((0.04, 0.1), (0.05, 0.1), Duration::from_secs(10)),
+                ),
             )
         },
         // One node down briefly, back empty: shorter than typical TTLs, so the others
