@@ -180,6 +180,7 @@ mod node;
 mod notify;
 #[cfg(feature = "postgres")]
 pub mod pg;
+mod quarantine;
 mod quorum;
 mod renew;
 pub mod retry;
@@ -190,7 +191,7 @@ pub mod validity;
 pub(crate) use client::Shared;
 
 pub use client::Redlock;
-pub use config::Builder;
+pub use config::{Builder, RestartQuarantine};
 pub use error::{ConfigError, LockError, NodeError, NodeFailure, NodeFailureReason};
 pub use fence::FenceToken;
 pub use lease::{Lease, NodeOutcome, NodeReport, ReleaseOutcome, ReleaseReport};
