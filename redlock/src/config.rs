@@ -564,6 +564,54 @@ mod tests {
     }
 
     #[test]
+    fn the_restart_quarantine_covers_the_longest_ttl() {
+        let ttl = Duration::from_secs(10);
+        let r = Builder::new(five()).ttl(ttl).build().expect("valid");
+        let covers = |r: &crate::Redlock| Some(r.ttl() + r.drift());
+        assert_eq!(r.restart_quarantine(), covers(&r), "on by default");
+        // Auto grows with a longer TTL of a client sharing the connections, and stays.
+        let longer = r.with_ttl(Duration::from_secs(30)).expect("valid");
+        assert_eq!(r.restart_quarantine(), covers(&longer));
+        let shorter = r.with_ttl(Duration::from_secs(1)).expect("valid");
+        assert_eq!(shorter.restart_quarantine(), covers(&longer));
+        let off = Builder::new(five())
+            .restart_quarantine(RestartQuarantine::Off)
+            .build()
+            .expect("valid");
+        assert_eq!(off.restart_quarantine(), None);
+    }
+
+    #[test]
+    fn a_quarantine_shorter_than_ttl_plus_drift_is_refused() {
+        let ttl = Duration::from_secs(10);
+        let needed = ttl + Duration::from_millis(102);
+        let built = |q: Duration| {
+            Builder::new(five())
+                .ttl(ttl)
+                .restart_quarantine(RestartQuarantine::For(q))
+                .build()
+        };
+        let err = built(ttl).expect_err("shorter than ttl + drift");
+        assert_eq!(
+            err,
+            ConfigError::QuarantineTooShort {
+                quarantine: ttl,
+                needed
+            }
+        );
+        assert!(err.to_string().contains("raise it to at least"), "{err}");
+        assert!(built(Duration::ZERO).is_err());
+        let r = built(needed).expect("exactly enough");
+        assert_eq!(r.restart_quarantine(), Some(needed));
+        // A longer TTL than the explicit quarantine covers is refused, not silently unsafe.
+        assert!(matches!(
+            r.with_ttl(Duration::from_secs(20)),
+            Err(ConfigError::QuarantineTooShort { .. })
+        ));
+        assert!(r.with_ttl(Duration::from_secs(5)).is_ok());
+    }
+
+    #[test]
     fn another_database_on_the_same_server_is_a_duplicate() {
         // One process fails as one: two databases on it would be two votes for one failure.
         assert!(matches!(

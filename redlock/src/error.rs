@@ -375,8 +375,9 @@ impl LockError {
 
     /// True when the resource is simply held: at least one node refused because another
     /// owner holds the key, and every node that answered without granting did so (nodes
-    /// the decision did not wait for do not count). A node that failed or timed out makes
-    /// it `false`: then the nodes, not only the holder, stand in the way.
+    /// the decision did not wait for do not count, nor do nodes in their restart
+    /// quarantine, which granted but whose votes do not count). A node that failed or
+    /// timed out makes it `false`: then the nodes, not only the holder, stand in the way.
     pub fn is_contended(&self) -> bool {
         match self {
             LockError::QuorumNotReached { failures, .. } => {
@@ -386,7 +387,9 @@ impl LockError {
                     && failures.iter().all(|f| {
                         matches!(
                             f.reason,
-                            NodeFailureReason::NotOurs | NodeFailureReason::NoAnswerYet
+                            NodeFailureReason::NotOurs
+                                | NodeFailureReason::NoAnswerYet
+                                | NodeFailureReason::Error(NodeError::Quarantined { .. })
                         )
                     })
             }

@@ -35,7 +35,9 @@
 //! reach one server (a proxy, NAT, another interface of the same host); so each new
 //! connection asks the server for its `run_id`, and a node whose server already answered
 //! under another node's name fails every call with [`NodeError::SameServer`]: its vote is
-//! never counted twice.
+//! never counted twice. The same `INFO server` reply gives the server's uptime, from which
+//! the restart quarantine decides whether its votes count yet (see `quarantine`); a
+//! `run_id` other than the last connection's is a restart.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -292,7 +294,10 @@ impl Node {
     }
 
     /// Like `call_unbounded`, with the epoch of the connection's server.
-    pub(crate) async fn call_in_epoch<T, F, Fut>(&self, f: F) -> (Result<(T, u64), NodeError>, Duration)
+    pub(crate) async fn call_in_epoch<T, F, Fut>(
+        &self,
+        f: F,
+    ) -> (Result<(T, u64), NodeError>, Duration)
     where
         F: FnOnce(Conn) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
