@@ -49,15 +49,16 @@ pub const DEFAULT_RETRY_DELAY: Duration = Duration::from_millis(50);
 pub enum RestartQuarantine {
     /// On, for the longest TTL + drift allowance this client uses (the builder's TTL, and
     /// any longer one of [`Redlock::with_ttl`] or [`Lease::extend_for`](crate::Lease::extend_for)
-    /// since). The default.
-    #[default]
+    /// since).
     Auto,
     /// On, for this long. Must be at least the TTL + drift allowance of every client of
     /// these nodes; `build()` checks it against this client's, and `with_ttl` and
     /// `extend_for` refuse a TTL it does not cover.
     For(Duration),
     /// Off: a node votes as soon as it answers, whatever it forgot. Amnesia then breaks
-    /// mutual exclusion and fencing-token order (see the crate's Trade-offs).
+    /// mutual exclusion and fencing-token order (see the crate's Trade-offs). The default,
+    /// for now: see [`Builder::restart_quarantine`] for why.
+    #[default]
     Off,
 }
 
@@ -251,7 +252,7 @@ impl Builder {
             key_prefix: String::new(),
             fencing: false,
             notify: true,
-            quarantine: RestartQuarantine::Auto,
+            quarantine: RestartQuarantine::Off,
         }
     }
 
@@ -330,8 +331,9 @@ impl Builder {
     }
 
     /// Keep a node that started recently out of the vote (default
-    /// [`RestartQuarantine::Auto`]: on, for the longest TTL + drift allowance this client
-    /// uses). See `quarantine` in the crate docs for the mechanism.
+    /// [`RestartQuarantine::Off`]; [`RestartQuarantine::Auto`] is on, for the longest TTL +
+    /// drift allowance this client uses). See `quarantine` in the crate docs for the
+    /// mechanism.
     ///
     /// Why: a node that restarted without its data forgot the keys of leases that may
     /// still be valid, and counting its yes lets a second client gather a majority while
@@ -342,15 +344,20 @@ impl Builder {
     /// cover those of this client, and an explicit length refuses them). Clients in other
     /// processes with longer TTLs are not seen: give their longest TTL + drift here.
     ///
-    /// Why on by default: what it costs is availability, and only after a restart — the
-    /// restarted node's votes do not count for the quarantine (the others must make the
-    /// majority; with 3 nodes, one restart leaves no room for another fault), and a
-    /// lease whose majority included that node is lost when the restart is seen. It costs
-    /// nothing per operation: the start time comes from the `INFO server` reply each new
-    /// connection already asks for (for the `run_id`). A node restarted *with* its data
-    /// (AOF with `appendfsync always`) is quarantined too: the client cannot tell. Switch
-    /// it off ([`RestartQuarantine::Off`]) only where every node persists every write, or
-    /// where a second holder after a restart is acceptable.
+    /// What it costs is availability: a node that started less than the quarantine ago
+    /// does not vote (the others must make the majority; with 3 nodes, one restart leaves
+    /// no room for another fault), and a lease whose majority included a node seen to
+    /// restart is lost. A client cannot tell a restart from a first start, so **a freshly
+    /// started cluster takes no lock for the first TTL + drift** of its servers' life (a
+    /// fresh test cluster, a new deployment), and a node restarted *with* its data (AOF
+    /// with `appendfsync always`) is quarantined too. It costs nothing per operation: the
+    /// start time comes from the `INFO server` reply each new connection already asks for
+    /// (for the `run_id`).
+    ///
+    /// Why off by default, for now: that first-start cost would change the behaviour of
+    /// every existing deployment and test setup that takes a lock right after starting its
+    /// servers; switch it on ([`RestartQuarantine::Auto`]) wherever nodes may restart
+    /// without their data. It is safe to leave off where every node persists every write.
     ///
     /// ```
     /// use std::time::Duration;
@@ -568,7 +575,13 @@ mod tests {
         let ttl = Duration::from_secs(10);
         let r = Builder::new(five()).ttl(ttl).build().expect("valid");
         let covers = |r: &crate::Redlock| Some(r.ttl() + r.drift());
-        assert_eq!(r.restart_quarantine(), covers(&r), "on by default");
+        assert_eq!(r.restart_quarantine(), None, "off by default");
+        let r = Builder::new(five())
+            .ttl(ttl)
+            .restart_quarantine(RestartQuarantine::Auto)
+            .build()
+            .expect("valid");
+        assert_eq!(r.restart_quarantine(), covers(&r));
         // Auto grows with a longer TTL of a client sharing the connections, and stays.
         let longer = r.with_ttl(Duration::from_secs(30)).expect("valid");
         assert_eq!(r.restart_quarantine(), covers(&longer));

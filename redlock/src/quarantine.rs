@@ -199,8 +199,7 @@ mod tests {
     }
 
     #[test]
-    fn a_young_server_does_not_vote_until_the_quarantine_has_passed_since_its_latest_start()
-    {
+    fn a_young_server_does_not_vote_until_the_quarantine_has_passed_since_its_latest_start() {
         let t0 = Instant::now() + Duration::from_secs(100);
         let q = Duration::from_secs(10);
         let node = Incarnation::default();
@@ -246,6 +245,9 @@ mod tests {
         let node = Incarnation::default();
         let now = Instant::now();
         let (epoch, _) = node.learn(&info("a", u64::MAX / 4, now));
-        assert_eq!(node.vote_counts(epoch, now, Duration::from_secs(10)), Ok(()));
+        assert_eq!(
+            node.vote_counts(epoch, now, Duration::from_secs(10)),
+            Ok(())
+        );
     }
 }

@@ -21,6 +21,37 @@ const TTL: Duration = Duration::from_secs(3);
 /// How long a signal that is given at once may take on a busy two-core machine.
 const AT_ONCE: Duration = Duration::from_millis(500);
 
+/// A fresh server looks like a restarted one: wait until the cluster's servers are older
+/// than the quarantine (uptime is whole seconds: 4 s of life shows at least 4 s, and the
+/// quarantine is 3.032 s).
+async fn past_first_start() {
+    tokio::time::sleep(Duration::from_millis(4200)).await;
+}
+
+/// Calls on node `i` of the commands an acquire sends (`SET`, or the fenced script).
+fn lock_calls(cluster: &Cluster, i: usize) -> u64 {
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut cluster.servers[i].admin())
+        .expect("INFO");
+    stats
+        .lines()
+        .filter(|l| {
+            ["cmdstat_set:", "cmdstat_eval:", "cmdstat_evalsha:"]
+                .iter()
+                .any(|p| l.starts_with(p))
+        })
+        .filter_map(|l| {
+            l.split("calls=")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
 fn client(cluster: &Cluster, quarantine: RestartQuarantine) -> Redlock {
     Redlock::builder(cluster.urls())
         .ttl(TTL)
@@ -36,10 +67,17 @@ fn client(cluster: &Cluster, quarantine: RestartQuarantine) -> Redlock {
 async fn held_on_0_and_1(cluster: &Cluster, redlock: &Redlock, resource: &str) -> Lease {
     let mut third = cluster.servers[2].admin();
     let _: () = third.set_ex(resource, "someone-else", 30).expect("SET");
+    let before = block_in_place(|| lock_calls(cluster, 2));
     let lease = redlock
         .try_acquire(resource)
         .await
         .expect("0 and 1 are free");
+    // The acquire may return before node 2 ran its SET NX: wait for it to be refused there.
+    let until = Instant::now() + Duration::from_secs(5);
+    while block_in_place(|| lock_calls(cluster, 2)) == before {
+        assert!(Instant::now() < until, "node 2 never got the acquire");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let _: () = third.del(resource).expect("DEL");
     let granted: Vec<usize> = (0..3)
         .filter(|&i| lease.nodes()[i].outcome == NodeOutcome::Granted)
@@ -80,6 +118,7 @@ fn reason_of(err: &LockError, cluster: &Cluster, i: usize) -> Option<NodeFailure
 async fn a_node_restarted_empty_gets_no_vote_while_the_holder_lives() {
     for (flavour, flush) in [(Flavour::Redis, false), (Flavour::Valkey, true)] {
         let mut cluster = Cluster::start(flavour, 3);
+        past_first_start().await;
         let (a, b) = (
             client(&cluster, RestartQuarantine::Auto),
             client(&cluster, RestartQuarantine::Auto),
@@ -130,6 +169,7 @@ async fn a_node_restarted_empty_gets_no_vote_while_the_holder_lives() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_holder_that_counted_on_the_restarted_node_loses_its_lease() {
     let mut cluster = Cluster::start(Flavour::Redis, 3);
+    past_first_start().await;
     let a = client(&cluster, RestartQuarantine::Auto);
     let c = client(&cluster, RestartQuarantine::Auto);
     let renewing = held_on_0_and_1(&cluster, &a, "renewed")
@@ -199,6 +239,7 @@ async fn a_holder_that_counted_on_the_restarted_node_loses_its_lease() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_the_quarantine_the_node_votes_again() {
     let mut cluster = Cluster::start(Flavour::Valkey, 3);
+    past_first_start().await;
     let redlock = client(&cluster, RestartQuarantine::Auto);
     assert_eq!(redlock.restart_quarantine(), Some(TTL + redlock.drift()));
     let _: () = cluster.servers[0]
@@ -237,6 +278,7 @@ async fn after_the_quarantine_the_node_votes_again() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_the_quarantine_off_a_restart_lets_a_second_holder_in() {
     let mut cluster = Cluster::start(Flavour::Redis, 3);
+    past_first_start().await;
     let (a, b) = (
         client(&cluster, RestartQuarantine::Off),
         client(&cluster, RestartQuarantine::Off),
