@@ -14,6 +14,7 @@ use crate::fence::FenceToken;
 use crate::lease::{Lease, NodeOutcome, NodeReport};
 use crate::node::Node;
 use crate::notify::Notifier;
+use crate::quarantine::Restarts;
 use crate::quorum::{self, Tally, Until};
 use crate::script;
 use crate::token::Token;
@@ -43,10 +44,15 @@ pub(crate) struct Shared {
     /// The runtime of a blocking client: its background work runs there, wherever the
     /// drop that started it happened.
     home: OnceLock<tokio::runtime::Handle>,
+    /// The restart quarantine of every client sharing these connections: the longest
+    /// any of them needs (see `quarantine`); `None` when it is off.
+    quarantine: Mutex<Option<Duration>>,
+    /// Told of every restart a node sees.
+    restarts: Arc<Restarts>,
 }
 
 impl Shared {
-    pub(crate) fn new(nodes: Vec<Node>, deadline: Duration) -> Self {
+    pub(crate) fn new(nodes: Vec<Node>, deadline: Duration, restarts: Arc<Restarts>) -> Self {
         Shared {
             nodes: nodes.into_iter().map(Arc::new).collect(),
             notifier: OnceLock::new(),
@@ -54,7 +60,33 @@ impl Shared {
             closing: CancellationToken::new(),
             longest_deadline: Mutex::new(deadline),
             home: OnceLock::new(),
+            quarantine: Mutex::new(None),
+            restarts,
         }
+    }
+
+    /// The restart quarantine now in force, `None` when off.
+    pub(crate) fn quarantine(&self) -> Option<Duration> {
+        *self
+            .quarantine
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Grows the quarantine to cover `settings`' TTL (see [`RestartQuarantine::Auto`](crate::config::RestartQuarantine::Auto)).
+    fn note_quarantine(&self, settings: &Settings) {
+        if let Some(length) = settings.quarantine_length() {
+            let mut q = self
+                .quarantine
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            *q = Some(q.map_or(length, |q| q.max(length)));
+        }
+    }
+
+    /// Restarts seen by any node, for renewers to re-check their votes.
+    pub(crate) fn restarts(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.restarts.watch()
     }
 
     /// Starts `work` here and runs the rest in the background on the client's own runtime
@@ -253,6 +285,7 @@ impl Redlock {
 
     pub(crate) fn from_shared(shared: Shared, settings: Settings) -> Self {
         shared.note_deadline(settings.node_timeout);
+        shared.note_quarantine(&settings);
         Redlock {
             shared: Arc::new(shared),
             settings: Arc::new(settings),
@@ -301,6 +334,14 @@ impl Redlock {
         self.settings.drift
     }
 
+    /// How long a node that (re)started may not vote, `None` when the quarantine is off
+    /// (see [`Builder::restart_quarantine`]). With [`RestartQuarantine::Auto`](crate::config::RestartQuarantine::Auto) it is the
+    /// longest TTL + drift allowance of this client and of every client made from it by
+    /// [`with_ttl`](Self::with_ttl) (or by [`Lease::extend_for`]) so far.
+    pub fn restart_quarantine(&self) -> Option<Duration> {
+        self.shared.quarantine()
+    }
+
     /// Whether leases carry fencing tokens.
     pub fn fencing_enabled(&self) -> bool {
         self.settings.fencing
@@ -315,6 +356,7 @@ impl Redlock {
     pub fn with_ttl(&self, ttl: Duration) -> Result<Redlock, ConfigError> {
         let settings = self.settings.with_ttl(ttl)?;
         self.shared.note_deadline(settings.node_timeout);
+        self.shared.note_quarantine(&settings);
         Ok(Redlock {
             shared: Arc::clone(&self.shared),
             settings: Arc::new(settings),
@@ -582,11 +624,12 @@ impl Redlock {
         };
         let started = Instant::now();
 
-        let votes: Tally<i64> =
+        let quarantine = self.shared.quarantine();
+        let votes: Tally<(i64, u64)> =
             quorum::fan_out(nodes, required, Until::Decided, deadline, tasks, |node| {
                 let (key, fence_key, token) = (Arc::clone(&key), fence_key.clone(), token);
                 async move {
-                    node.call_unbounded(|mut c| async move {
+                    node.vote(quarantine, |mut c| async move {
                         if let Some(fence_key) = fence_key {
                             let fence: i64 = script::ACQUIRE_FENCED
                                 .call(&[key.as_bytes(), &fence_key])
@@ -619,8 +662,9 @@ impl Redlock {
 
         let mut fence = None;
         let mut reports = reports(nodes, &votes);
+        let mut voters = epochs(&votes);
         if let Some(fence_key) = &fence_key {
-            let next = match FenceToken::next_after(votes.yes_values()) {
+            let next = match FenceToken::next_after(votes.yes_values().map(|(fence, _)| fence)) {
                 Ok(t) => t,
                 Err(value) => {
                     self.cleanup(guard, &votes);
@@ -630,12 +674,12 @@ impl Redlock {
                     });
                 }
             };
-            let written: Tally<()> =
+            let written: Tally<((), u64)> =
                 quorum::fan_out(nodes, required, Until::Decided, deadline, tasks, |node| {
                     let (key, fence_key, token) = (Arc::clone(&key), Arc::clone(fence_key), token);
                     async move {
-                        let reply = node
-                            .call_unbounded(|mut c| async move {
+                        let (reply, took) = node
+                            .call_in_epoch(|mut c| async move {
                                 let held: i64 = script::FENCE_WRITE
                                     .call(&[key.as_bytes(), &fence_key])
                                     .arg(token.as_str())
@@ -648,12 +692,13 @@ impl Redlock {
                         // A counter already at the token is not a "yes": the quorum of
                         // clean writes is what makes the token larger than every earlier
                         // grant's (see `fence.rs`).
-                        match reply {
-                            (Ok(1), t) => (Ok(Some(())), t),
-                            (Ok(2), t) => (Err(NodeError::FenceAhead(next.get())), t),
-                            (Ok(_), t) => (Ok(None), t),
-                            (Err(e), t) => (Err(e), t),
-                        }
+                        let answer = match reply {
+                            Ok((1, epoch)) => Ok(Some(((), epoch))),
+                            Ok((2, _)) => Err(NodeError::FenceAhead(next.get())),
+                            Ok(_) => Ok(None),
+                            Err(e) => Err(e),
+                        };
+                        (node.counted(answer, quarantine), took)
                     }
                 })
                 .await;
@@ -668,6 +713,12 @@ impl Redlock {
                 }
             }
             fence = Some(next);
+            // The keys round two found still ours are the ones the lease counts on.
+            for (epoch, answer) in voters.iter_mut().zip(&written.answers) {
+                if !matches!(answer, Some((Ok(Some(_)), _))) {
+                    *epoch = None;
+                }
+            }
         }
 
         let elapsed = started.elapsed();
@@ -693,6 +744,7 @@ impl Redlock {
             valid_until,
             elapsed,
             reports,
+            voters,
         ))
     }
 
@@ -707,7 +759,7 @@ impl Redlock {
     /// every failed attempt.
     ///
     /// The clean-up is tracked: [`shutdown`](Self::shutdown) waits for it.
-    fn cleanup(&self, mut guard: AttemptGuard, votes: &Tally<i64>) {
+    fn cleanup<T>(&self, mut guard: AttemptGuard, votes: &Tally<T>) {
         guard.armed = false;
         let nodes: Vec<Arc<Node>> = self
             .shared
@@ -724,7 +776,19 @@ impl Redlock {
     }
 }
 
-fn reports(nodes: &[Arc<Node>], votes: &Tally<i64>) -> Vec<NodeReport> {
+/// The epoch of each node's yes (see `quarantine`), `None` where it did not say yes.
+pub(crate) fn epochs<T>(votes: &Tally<(T, u64)>) -> Vec<Option<u64>> {
+    votes
+        .answers
+        .iter()
+        .map(|a| match a {
+            Some((Ok(Some((_, epoch))), _)) => Some(*epoch),
+            _ => None,
+        })
+        .collect()
+}
+
+fn reports<T>(nodes: &[Arc<Node>], votes: &Tally<T>) -> Vec<NodeReport> {
     nodes
         .iter()
         .zip(&votes.answers)

@@ -42,6 +42,26 @@ pub const MIN_DERIVED_NODE_TIMEOUT: Duration = Duration::from_millis(2);
 /// the default [`RetryPolicy`].
 pub const DEFAULT_RETRY_DELAY: Duration = Duration::from_millis(50);
 
+/// Whether a node that (re)started recently may vote, and for how long it may not (see
+/// [`Builder::restart_quarantine`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum RestartQuarantine {
+    /// On, for the longest TTL + drift allowance this client uses (the builder's TTL, and
+    /// any longer one of [`Redlock::with_ttl`] or [`Lease::extend_for`](crate::Lease::extend_for)
+    /// since).
+    Auto,
+    /// On, for this long. Must be at least the TTL + drift allowance of every client of
+    /// these nodes; `build()` checks it against this client's, and `with_ttl` and
+    /// `extend_for` refuse a TTL it does not cover.
+    For(Duration),
+    /// Off: a node votes as soon as it answers, whatever it forgot. Amnesia then breaks
+    /// mutual exclusion and fencing-token order (see the crate's Trade-offs). The default,
+    /// for now: see [`Builder::restart_quarantine`] for why.
+    #[default]
+    Off,
+}
+
 /// Validated settings shared by a client and its leases.
 #[derive(Debug, Clone)]
 pub(crate) struct Settings {
@@ -54,6 +74,7 @@ pub(crate) struct Settings {
     pub(crate) key_prefix: String,
     pub(crate) fencing: bool,
     pub(crate) notify: bool,
+    pub(crate) quarantine: RestartQuarantine,
 }
 
 impl Settings {
@@ -66,6 +87,7 @@ impl Settings {
         key_prefix: String,
         fencing: bool,
         notify: bool,
+        quarantine: RestartQuarantine,
     ) -> Result<Self, ConfigError> {
         if ttl.is_zero() {
             return Err(ConfigError::ZeroTtl);
@@ -104,6 +126,15 @@ impl Settings {
             });
         }
         retry.validate()?;
+        if let RestartQuarantine::For(length) = quarantine {
+            let needed = ttl.saturating_add(drift);
+            if length < needed {
+                return Err(ConfigError::QuarantineTooShort {
+                    quarantine: length,
+                    needed,
+                });
+            }
+        }
         Ok(Settings {
             ttl,
             drift,
@@ -114,6 +145,7 @@ impl Settings {
             key_prefix,
             fencing,
             notify,
+            quarantine,
         })
     }
 
@@ -127,7 +159,18 @@ impl Settings {
             self.key_prefix.clone(),
             self.fencing,
             self.notify,
+            self.quarantine,
         )
+    }
+
+    /// How long a node that started at most this long ago may not vote, for leases of
+    /// this client's TTL; `None` when the quarantine is off.
+    pub(crate) fn quarantine_length(&self) -> Option<Duration> {
+        match self.quarantine {
+            RestartQuarantine::Auto => Some(self.ttl.saturating_add(self.drift)),
+            RestartQuarantine::For(length) => Some(length),
+            RestartQuarantine::Off => None,
+        }
     }
 
     /// The TTL as sent in `PX` (whole milliseconds, at most [`MAX_TTL`]: see `validated`).
@@ -174,6 +217,7 @@ pub struct Builder {
     key_prefix: String,
     fencing: bool,
     notify: bool,
+    quarantine: RestartQuarantine,
 }
 
 impl Builder {
@@ -208,6 +252,7 @@ impl Builder {
             key_prefix: String::new(),
             fencing: false,
             notify: true,
+            quarantine: RestartQuarantine::Off,
         }
     }
 
@@ -285,6 +330,52 @@ impl Builder {
         self
     }
 
+    /// Keep a node that started recently out of the vote (default
+    /// [`RestartQuarantine::Off`]; [`RestartQuarantine::Auto`] is on, for the longest TTL +
+    /// drift allowance this client uses). See `quarantine` in the crate docs for the
+    /// mechanism.
+    ///
+    /// Why: a node that restarted without its data forgot the keys of leases that may
+    /// still be valid, and counting its yes lets a second client gather a majority while
+    /// the first still holds the lock (two holders, and two grants with one fencing
+    /// token). Once a TTL + drift has passed since the restart, every lease granted before
+    /// it has ended — provided no client of these nodes uses a longer TTL (an
+    /// [`extend_for`](crate::Lease::extend_for) with a longer TTL counts: `Auto` grows to
+    /// cover those of this client, and an explicit length refuses them). Clients in other
+    /// processes with longer TTLs are not seen: give their longest TTL + drift here.
+    ///
+    /// What it costs is availability: a node that started less than the quarantine ago
+    /// does not vote (the others must make the majority; with 3 nodes, one restart leaves
+    /// no room for another fault), and a lease whose majority included a node seen to
+    /// restart is lost. A client cannot tell a restart from a first start, so **a freshly
+    /// started cluster takes no lock for the first TTL + drift** of its servers' life (a
+    /// fresh test cluster, a new deployment), and a node restarted *with* its data (AOF
+    /// with `appendfsync always`) is quarantined too. It costs nothing per operation: the
+    /// start time comes from the `INFO server` reply each new connection already asks for
+    /// (for the `run_id`).
+    ///
+    /// Why off by default, for now: that first-start cost would change the behaviour of
+    /// every existing deployment and test setup that takes a lock right after starting its
+    /// servers; switch it on ([`RestartQuarantine::Auto`]) wherever nodes may restart
+    /// without their data. It is safe to leave off where every node persists every write.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use fenced_redlock::{config::RestartQuarantine, Redlock};
+    ///
+    /// // Other services lock the same resources with TTLs up to 30 s.
+    /// let redlock = Redlock::builder(["redis://127.0.0.1:7001"])
+    ///     .ttl(Duration::from_secs(10))
+    ///     .restart_quarantine(RestartQuarantine::For(Duration::from_secs(31)))
+    ///     .build()
+    ///     .expect("valid");
+    /// # drop(redlock);
+    /// ```
+    pub fn restart_quarantine(mut self, quarantine: RestartQuarantine) -> Self {
+        self.quarantine = quarantine;
+        self
+    }
+
     /// Validates the configuration and creates the client. Connections are made lazily
     /// and reconnect by themselves: a node that is down now is a failed vote later, not
     /// an error here.
@@ -304,17 +395,25 @@ impl Builder {
             self.key_prefix,
             self.fencing,
             self.notify,
+            self.quarantine,
         )?;
         if self.nodes.is_empty() {
             return Err(ConfigError::NoNodes);
         }
         let mut nodes: Vec<Node> = Vec::with_capacity(self.nodes.len());
         let servers = std::sync::Arc::new(crate::node::ServerIds::default());
+        let restarts = std::sync::Arc::new(crate::quarantine::Restarts::default());
         for (index, source) in self.nodes.into_iter().enumerate() {
             let client = source
                 .into_client()
                 .map_err(|reason| ConfigError::InvalidUrl { index, reason })?;
-            let node = Node::new(index, client, &settings, std::sync::Arc::clone(&servers));
+            let node = Node::new(
+                index,
+                client,
+                &settings,
+                std::sync::Arc::clone(&servers),
+                std::sync::Arc::clone(&restarts),
+            );
             if let Some(first) = nodes.iter().find(|n| n.same_server(&node)) {
                 return Err(ConfigError::DuplicateNode {
                     first: first.index(),
@@ -325,7 +424,10 @@ impl Builder {
             nodes.push(node);
         }
         let deadline = settings.node_timeout;
-        Ok(Redlock::from_shared(Shared::new(nodes, deadline), settings))
+        Ok(Redlock::from_shared(
+            Shared::new(nodes, deadline, restarts),
+            settings,
+        ))
     }
 }
 
@@ -466,6 +568,60 @@ mod tests {
             .build()
             .expect_err("bad port");
         assert!(!err.to_string().contains("hunter2"), "{err}");
+    }
+
+    #[test]
+    fn the_restart_quarantine_covers_the_longest_ttl() {
+        let ttl = Duration::from_secs(10);
+        let r = Builder::new(five()).ttl(ttl).build().expect("valid");
+        let covers = |r: &crate::Redlock| Some(r.ttl() + r.drift());
+        assert_eq!(r.restart_quarantine(), None, "off by default");
+        let r = Builder::new(five())
+            .ttl(ttl)
+            .restart_quarantine(RestartQuarantine::Auto)
+            .build()
+            .expect("valid");
+        assert_eq!(r.restart_quarantine(), covers(&r));
+        // Auto grows with a longer TTL of a client sharing the connections, and stays.
+        let longer = r.with_ttl(Duration::from_secs(30)).expect("valid");
+        assert_eq!(r.restart_quarantine(), covers(&longer));
+        let shorter = r.with_ttl(Duration::from_secs(1)).expect("valid");
+        assert_eq!(shorter.restart_quarantine(), covers(&longer));
+        let off = Builder::new(five())
+            .restart_quarantine(RestartQuarantine::Off)
+            .build()
+            .expect("valid");
+        assert_eq!(off.restart_quarantine(), None);
+    }
+
+    #[test]
+    fn a_quarantine_shorter_than_ttl_plus_drift_is_refused() {
+        let ttl = Duration::from_secs(10);
+        let needed = ttl + Duration::from_millis(102);
+        let built = |q: Duration| {
+            Builder::new(five())
+                .ttl(ttl)
+                .restart_quarantine(RestartQuarantine::For(q))
+                .build()
+        };
+        let err = built(ttl).expect_err("shorter than ttl + drift");
+        assert_eq!(
+            err,
+            ConfigError::QuarantineTooShort {
+                quarantine: ttl,
+                needed
+            }
+        );
+        assert!(err.to_string().contains("raise it to at least"), "{err}");
+        assert!(built(Duration::ZERO).is_err());
+        let r = built(needed).expect("exactly enough");
+        assert_eq!(r.restart_quarantine(), Some(needed));
+        // A longer TTL than the explicit quarantine covers is refused, not silently unsafe.
+        assert!(matches!(
+            r.with_ttl(Duration::from_secs(20)),
+            Err(ConfigError::QuarantineTooShort { .. })
+        ));
+        assert!(r.with_ttl(Duration::from_secs(5)).is_ok());
     }
 
     #[test]

@@ -84,6 +84,17 @@ pub enum ConfigError {
         "node timeout is zero: every node call would time out; use a few milliseconds at least"
     )]
     ZeroNodeTimeout,
+    /// A restart quarantine shorter than the TTL plus the drift allowance: a lease granted
+    /// just before a node forgot its keys could still be valid when that node votes again.
+    #[error(
+        "restart quarantine {quarantine:?} is shorter than ttl + drift ({needed:?}): raise it to at least {needed:?} (or to the longest ttl + drift of any client of these nodes), or switch it off with RestartQuarantine::Off and accept that a node restarted without its data can grant a second holder"
+    )]
+    QuarantineTooShort {
+        /// The configured quarantine.
+        quarantine: Duration,
+        /// The TTL plus the drift allowance.
+        needed: Duration,
+    },
     /// Retry delay of zero would spin.
     #[error("retry delay is zero: waiting acquires would spin; use at least 1ms")]
     ZeroRetryDelay,
@@ -149,6 +160,18 @@ pub enum NodeError {
         "fence counter already at {0} or more: another grant took this token (clock jump or lost data on a node); refused, retry for a larger one"
     )]
     FenceAhead(u64),
+    /// The node said yes, but its server started (or restarted) less than the restart
+    /// quarantine ago, or has restarted since that yes: it may have forgotten keys of
+    /// leases that are still valid, so its vote does not count (see
+    /// [`RestartQuarantine`](crate::config::RestartQuarantine)). A key it set is released
+    /// as a failed attempt's is. It votes again once `remaining` has passed.
+    #[error(
+        "restarted less than the restart quarantine ago: its vote counts again in {remaining:?}"
+    )]
+    Quarantined {
+        /// Time until the node's votes count again (zero when it restarted since it voted).
+        remaining: Duration,
+    },
 }
 
 impl NodeError {
@@ -352,8 +375,9 @@ impl LockError {
 
     /// True when the resource is simply held: at least one node refused because another
     /// owner holds the key, and every node that answered without granting did so (nodes
-    /// the decision did not wait for do not count). A node that failed or timed out makes
-    /// it `false`: then the nodes, not only the holder, stand in the way.
+    /// the decision did not wait for do not count, nor do nodes in their restart
+    /// quarantine, which granted but whose votes do not count). A node that failed or
+    /// timed out makes it `false`: then the nodes, not only the holder, stand in the way.
     pub fn is_contended(&self) -> bool {
         match self {
             LockError::QuorumNotReached { failures, .. } => {
@@ -363,7 +387,9 @@ impl LockError {
                     && failures.iter().all(|f| {
                         matches!(
                             f.reason,
-                            NodeFailureReason::NotOurs | NodeFailureReason::NoAnswerYet
+                            NodeFailureReason::NotOurs
+                                | NodeFailureReason::NoAnswerYet
+                                | NodeFailureReason::Error(NodeError::Quarantined { .. })
                         )
                     })
             }

@@ -111,6 +111,9 @@ pub struct Lease {
     /// Adopted from a handle and not extended since: no validity is known here, yet an
     /// extend may still find the keys ours.
     unverified: bool,
+    /// Per node, the epoch of the server whose yes the lease counts on (its last
+    /// successful round), `None` where it has none (see `quarantine`).
+    voters: Vec<Option<u64>>,
 }
 
 impl Lease {
@@ -125,6 +128,7 @@ impl Lease {
         valid_until: Instant,
         elapsed: Duration,
         nodes: Vec<NodeReport>,
+        voters: Vec<Option<u64>>,
     ) -> Self {
         Lease {
             client,
@@ -139,6 +143,7 @@ impl Lease {
             attempts: 1,
             done: false,
             unverified: false,
+            voters,
         }
     }
 
@@ -165,6 +170,7 @@ impl Lease {
             attempts: 0,
             done: false,
             unverified: true,
+            voters: Vec::new(),
         }
     }
 
@@ -213,15 +219,50 @@ impl Lease {
         self.valid_until
     }
 
-    /// Validity left now (zero once passed, and zero for a lease
+    /// Validity left now (zero once passed, zero once a restart has voided the lease's
+    /// majority (see [`is_valid`](Lease::is_valid)), and zero for a lease
     /// [adopted](Redlock::adopt) from a handle until an extend succeeds).
     pub fn remaining(&self) -> Duration {
+        if self.restart_voided() {
+            return Duration::ZERO;
+        }
         self.valid_until.saturating_duration_since(Instant::now())
     }
 
     /// Whether validity is left now. Check it before each step of protected work.
+    ///
+    /// With the restart quarantine on (the default, see
+    /// [`Builder::restart_quarantine`](crate::Builder::restart_quarantine)), also `false`
+    /// once this client has seen that nodes whose yes the lease counted restarted, leaving
+    /// fewer than a quorum of its votes (they may have forgotten its keys). A restart is
+    /// seen when this client next connects to the node, for any call.
     pub fn is_valid(&self) -> bool {
-        Instant::now() < self.valid_until
+        Instant::now() < self.valid_until && !self.restart_voided()
+    }
+
+    /// Whether restarts seen since the lease's last successful round leave fewer than a
+    /// quorum of its votes from servers that have not restarted (see `quarantine`). Never
+    /// for a lease with no round of its own yet (adopted), or with the quarantine off.
+    pub(crate) fn restart_voided(&self) -> bool {
+        let shared = self.client.shared();
+        if self.unverified || shared.quarantine().is_none() {
+            return false;
+        }
+        let standing = shared
+            .nodes
+            .iter()
+            .zip(&self.voters)
+            .filter(|(node, voted)| voted.is_some_and(|e| e == node.epoch()))
+            .count();
+        standing < self.client.quorum()
+    }
+
+    /// The error of an extend on a lease that a restart voided.
+    fn restarted(&self) -> LockError {
+        LockError::LeaseLost {
+            resource: self.resource.clone(),
+            reason: crate::LossReason::NodeRestarted,
+        }
     }
 
     /// How long the winning attempt took.
@@ -263,8 +304,16 @@ impl Lease {
     /// A lease [adopted](Redlock::adopt) from a handle has no known validity; its first
     /// successful extend gives it one (the check for run-out validity is skipped until then).
     ///
+    /// A node in its restart quarantine (see
+    /// [`Builder::restart_quarantine`](crate::Builder::restart_quarantine)) does not count
+    /// toward the majority, as in an acquire.
+    ///
     /// # Errors
-    /// [`LockError::LeaseLost`] when validity had already run out, else
+    /// [`LockError::LeaseLost`] when validity had already run out
+    /// ([`LossReason::Expired`](crate::LossReason::Expired)), or when nodes whose votes the
+    /// lease counted restarted and too few votes are left
+    /// ([`LossReason::NodeRestarted`](crate::LossReason::NodeRestarted): seen before the
+    /// extend, or by its own round, which is the next contact with those nodes); else
     /// [`LockError::QuorumNotReached`] / [`LockError::NoValidityLeft`].
     pub async fn extend(&mut self) -> Result<Duration, LockError> {
         let span = tracing::debug_span!(
@@ -361,6 +410,10 @@ impl Lease {
                 reason: crate::LossReason::Expired,
             });
         }
+        if self.restart_voided() {
+            self.valid_until = self.valid_until.min(started);
+            return Err(self.restarted());
+        }
         // Before the first request can leave: from here on the keys may be shortened.
         self.bound_validity_for(client, started);
         let settings = client.settings();
@@ -369,7 +422,8 @@ impl Lease {
         let shared = client.shared();
         let nodes = &shared.nodes;
         let required = client.quorum();
-        let tally: Tally<()> = quorum::fan_out(
+        let quarantine = shared.quarantine();
+        let tally: Tally<((), u64)> = quorum::fan_out(
             nodes,
             required,
             Until::Decided,
@@ -378,7 +432,7 @@ impl Lease {
             |node| {
                 let (key, token) = (Arc::clone(&self.key), self.token);
                 async move {
-                    node.call_unbounded(|mut c| async move {
+                    node.vote(quarantine, |mut c| async move {
                         let r: i64 = script::EXTEND
                             .call(&[key.as_bytes()])
                             .arg(token.as_str())
@@ -393,6 +447,12 @@ impl Lease {
         )
         .await;
         if !tally.reached() {
+            // The round is the next contact with every node: a restart it found may have
+            // taken the majority the lease had.
+            if self.restart_voided() {
+                self.valid_until = self.valid_until.min(Instant::now());
+                return Err(self.restarted());
+            }
             return Err(tally.quorum_error(&self.resource, nodes));
         }
         let elapsed = started.elapsed();
@@ -407,6 +467,7 @@ impl Lease {
         };
         self.valid_until = valid_until;
         self.unverified = false;
+        self.voters = crate::client::epochs(&tally);
         Ok((validity, tally.not_ours()))
     }
 

@@ -54,9 +54,18 @@
 //!   grow (see [`fence`]), so a fenced resource refuses the older holder. Run servers with
 //!   slewing time sync, not stepping.
 //! - **Restarts without persistence.** A primary that restarts empty forgets the keys
-//!   it held; a second client can then gather a majority while the first still holds
-//!   its lease. Use `appendonly yes` with `appendfsync always`, or keep a restarted node
-//!   out for longer than the TTL. The same amnesia weakens fencing tokens (see [`fence`]).
+//!   it held; without a guard a second client can then gather a majority while the first
+//!   still holds its lease, with the same fencing token (see [`fence`]). The **restart
+//!   quarantine** ([`Builder::restart_quarantine`], off by default: switch it on with
+//!   [`RestartQuarantine::Auto`]) keeps a node that
+//!   started less than the TTL + drift ago out of the vote, and voids a held lease's votes
+//!   from a node seen to restart since. It assumes that no client of these nodes uses a
+//!   longer TTL than the quarantine, and that a node's `uptime_in_seconds` and `run_id` tell
+//!   the truth about its start; it cannot see a node emptied without a restart (`FLUSHALL`,
+//!   `DEBUG RELOAD`, eviction) or one whose `INFO` an ACL hides. It costs availability after
+//!   restarts, also after those that kept the data, and for the first TTL of a freshly
+//!   started cluster (a first start looks like a restart). Where every node runs
+//!   `appendonly yes` with `appendfsync always`, it is not needed.
 //! - **Eviction.** Run lock nodes with `maxmemory-policy noeviction` or a `volatile-*`
 //!   policy: `allkeys-*` may evict fence counters, which is amnesia (see [`fence`]).
 //! - **Majority loss.** With fewer than a quorum of nodes reachable, acquires fail
@@ -72,7 +81,8 @@
 //!   up, a reconnect and a retransmission in that order; avoid `extend_for` with less
 //!   time than is left where that matters.
 //! - **What the lock cannot promise:** mutual exclusion under unbounded pauses, clock
-//!   jumps or more than N − quorum amnesic nodes. Use it to avoid duplicate work, and
+//!   jumps, amnesia the restart quarantine cannot see (above), or more than N − quorum
+//!   amnesic nodes with the quarantine off. Use it to avoid duplicate work, and
 //!   fence the writes where correctness matters.
 //!
 //! ## Cancellation
@@ -137,6 +147,8 @@
 //!   lease has no validity until it extends.
 //! - `renew`: [`RenewingLease`], the background renewer and its loss signal.
 //! - `notify`: release notifications for waiters.
+//! - `quarantine`: the restart quarantine — a node's start from its uptime, epochs of
+//!   `run_id`s, and why a restarted node's vote waits for a TTL.
 //! - `script`: the Lua scripts, and why they go as `EVAL`. `node`: one primary, its
 //!   connection and calls with a deadline (made from a URL or from your `redis::Client`,
 //!   see [`Redlock::builder_from_clients`]). `conn`: the connection itself — our own lean
@@ -180,6 +192,7 @@ mod node;
 mod notify;
 #[cfg(feature = "postgres")]
 pub mod pg;
+mod quarantine;
 mod quorum;
 mod renew;
 pub mod retry;
@@ -190,7 +203,7 @@ pub mod validity;
 pub(crate) use client::Shared;
 
 pub use client::Redlock;
-pub use config::Builder;
+pub use config::{Builder, RestartQuarantine};
 pub use error::{ConfigError, LockError, NodeError, NodeFailure, NodeFailureReason};
 pub use fence::FenceToken;
 pub use lease::{Lease, NodeOutcome, NodeReport, ReleaseOutcome, ReleaseReport};

@@ -17,6 +17,8 @@
 //! | `redlock_renew_failures_total` | counter | – | a background renewal of a [`RenewingLease`](crate::RenewingLease) fails (it is retried while validity is left) |
 //! | `redlock_leases_lost_total` | counter | `reason` | a [`RenewingLease`](crate::RenewingLease) is lost: the moment [`lost`](crate::RenewingLease::lost) learns why |
 //! | `redlock_handoff_wakeups_total` | counter | – | a release notice wakes a waiting `acquire` of this client before its retry delay (once per release, not once per node) |
+//! | `redlock_quarantined_votes_total` | counter | `node` | a node's yes (acquire, fence write or extend) does not count because the node is in its restart quarantine or restarted since (see [`RestartQuarantine`](crate::config::RestartQuarantine)) |
+//! | `redlock_node_restarts_total` | counter | `node` | a new connection to a node finds another `run_id` than the one before: the server restarted, and the votes it gave before are void |
 //!
 //! Label values:
 //! - `outcome`: `granted`; `contended` (the resource is held: every node that answered
@@ -31,7 +33,8 @@
 //!   fence write found the counter already at or above the token: the attempt is refused)
 //!   (see [`NodeError`]).
 //! - `node`: the node's `host:port`.
-//! - `reason`: `expired`, `gone`, `max_hold`, `shutdown` (see [`LossReason`]).
+//! - `reason`: `expired`, `gone`, `node_restarted`, `max_hold`, `shutdown` (see
+//!   [`LossReason`]).
 //!
 //! Only acquire calls that return are counted: a dropped (cancelled) acquire future is not.
 //! A plain [`Lease`] that runs out of validity is not a lost lease here:
@@ -70,6 +73,10 @@ pub const RENEW_FAILURES_TOTAL: &str = "redlock_renew_failures_total";
 pub const LEASES_LOST_TOTAL: &str = "redlock_leases_lost_total";
 /// Counter: waiting acquires woken by a release notice.
 pub const HANDOFF_WAKEUPS_TOTAL: &str = "redlock_handoff_wakeups_total";
+/// Counter, label `node`: yes votes that did not count (restart quarantine).
+pub const QUARANTINED_VOTES_TOTAL: &str = "redlock_quarantined_votes_total";
+/// Counter, label `node`: restarts seen (a new `run_id` on a new connection).
+pub const NODE_RESTARTS_TOTAL: &str = "redlock_node_restarts_total";
 
 /// Registers each metric's description and unit with the installed recorder. Call it once
 /// after installing the recorder (exporters show the descriptions as help text).
@@ -120,6 +127,16 @@ pub fn describe() {
         HANDOFF_WAKEUPS_TOTAL,
         Unit::Count,
         "Waiting acquires woken by a release notice before their retry delay."
+    );
+    describe_counter!(
+        QUARANTINED_VOTES_TOTAL,
+        Unit::Count,
+        "Yes votes not counted because the node restarted less than the restart quarantine ago, by node."
+    );
+    describe_counter!(
+        NODE_RESTARTS_TOTAL,
+        Unit::Count,
+        "Node restarts seen (a new run_id on a new connection), by node."
     );
 }
 
@@ -193,6 +210,7 @@ pub(crate) fn node_error(node: &str, error: &NodeError) {
             NodeError::SameServer(_) => "same_server",
             NodeError::FenceAhead(_) => "fence_ahead",
             NodeError::Backlog(_) => "backlog",
+            NodeError::Quarantined { .. } => "quarantined",
         };
         ::metrics::counter!(NODE_ERRORS_TOTAL, "node" => node.to_owned(), "kind" => kind)
             .increment(1);
@@ -230,6 +248,7 @@ pub(crate) fn lease_lost(reason: LossReason) {
         let reason = match reason {
             LossReason::Expired => "expired",
             LossReason::Gone => "gone",
+            LossReason::NodeRestarted => "node_restarted",
             LossReason::MaxHoldReached => "max_hold",
             LossReason::Shutdown => "shutdown",
         };
@@ -237,6 +256,22 @@ pub(crate) fn lease_lost(reason: LossReason) {
     }
     #[cfg(not(feature = "metrics"))]
     let _ = reason;
+}
+
+/// A node's yes did not count: it is in its restart quarantine.
+pub(crate) fn quarantined_vote(node: &str) {
+    #[cfg(feature = "metrics")]
+    ::metrics::counter!(QUARANTINED_VOTES_TOTAL, "node" => node.to_owned()).increment(1);
+    #[cfg(not(feature = "metrics"))]
+    let _ = node;
+}
+
+/// A new connection found that a node's server restarted.
+pub(crate) fn node_restarted(node: &str) {
+    #[cfg(feature = "metrics")]
+    ::metrics::counter!(NODE_RESTARTS_TOTAL, "node" => node.to_owned()).increment(1);
+    #[cfg(not(feature = "metrics"))]
+    let _ = node;
 }
 
 /// A release notice woke a waiting acquire.

@@ -35,7 +35,9 @@
 //! reach one server (a proxy, NAT, another interface of the same host); so each new
 //! connection asks the server for its `run_id`, and a node whose server already answered
 //! under another node's name fails every call with [`NodeError::SameServer`]: its vote is
-//! never counted twice.
+//! never counted twice. The same `INFO server` reply gives the server's uptime, from which
+//! the restart quarantine decides whether its votes count yet (see `quarantine`); a
+//! `run_id` other than the last connection's is a restart.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -53,6 +55,7 @@ use tokio::time::Instant;
 use crate::config::Settings;
 use crate::conn::Conn;
 use crate::error::NodeError;
+use crate::quarantine::{Incarnation, Restarts, ServerInfo};
 
 /// Whether a server has a native compare-and-delete, detected once per node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,8 +106,9 @@ pub(crate) const MAX_IN_FLIGHT: usize = 1024;
 /// above it is used instead.
 pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// A new connection and its server's `run_id` (`None` when the server would not say).
-type Connected = RedisResult<(Conn, Option<String>)>;
+/// A new connection and what its server said in `INFO server` (`None` when it would not
+/// say).
+type Connected = RedisResult<(Conn, Option<ServerInfo>)>;
 
 /// A node's connection, behind the order gate.
 #[derive(Default)]
@@ -114,8 +118,8 @@ enum Slot {
     Empty,
     /// Being made by its own task.
     Connecting(JoinHandle<Connected>),
-    /// Made; with its generation.
-    Ready(u64, Conn),
+    /// Made; with its generation and the epoch of its server (see `quarantine`).
+    Ready(u64, Conn, u64),
 }
 
 /// A Redis or Valkey primary taking part in the quorum.
@@ -138,6 +142,10 @@ pub(crate) struct Node {
     resolved: Vec<SocketAddr>,
     /// How long making a connection may take.
     connect_budget: Duration,
+    /// Which server answers at this address, since when (see `quarantine`).
+    incarnation: Incarnation,
+    /// Told of every restart this node sees.
+    restarts: Arc<Restarts>,
     /// One permit per call in flight (see [`MAX_IN_FLIGHT`]).
     in_flight: Arc<tokio::sync::Semaphore>,
 }
@@ -155,6 +163,7 @@ impl Node {
         client: Client,
         settings: &Settings,
         servers: Arc<ServerIds>,
+        restarts: Arc<Restarts>,
     ) -> Self {
         let info = client.get_connection_info();
         let addr = info.addr().to_string();
@@ -179,6 +188,8 @@ impl Node {
             probed: AtomicU64::new(u64::MAX),
             resolved,
             connect_budget,
+            incarnation: Incarnation::default(),
+            restarts,
             in_flight: Arc::new(tokio::sync::Semaphore::new(MAX_IN_FLIGHT)),
         }
     }
@@ -233,6 +244,64 @@ impl Node {
         F: FnOnce(Conn) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
     {
+        let (result, took) = self.call_in_epoch(f).await;
+        (result.map(|(v, _)| v), took)
+    }
+
+    /// A vote: like [`call_unbounded`](Self::call_unbounded), and a yes counts only if
+    /// the server that gave it is not in its restart quarantine of `quarantine` (`None`:
+    /// off) — else it is [`NodeError::Quarantined`]. A yes carries the epoch of the server
+    /// that gave it, for the lease to notice a later restart.
+    pub(crate) async fn vote<T, F, Fut>(
+        &self,
+        quarantine: Option<Duration>,
+        f: F,
+    ) -> (Result<Option<(T, u64)>, NodeError>, Duration)
+    where
+        F: FnOnce(Conn) -> Fut,
+        Fut: Future<Output = RedisResult<Option<T>>>,
+    {
+        let (result, took) = self.call_in_epoch(f).await;
+        let answer = result.map(|(v, epoch)| v.map(|v| (v, epoch)));
+        (self.counted(answer, quarantine), took)
+    }
+
+    /// A yes (with the epoch of the server that gave it) becomes
+    /// [`NodeError::Quarantined`] when that server is in its restart quarantine of
+    /// `quarantine` (`None`: off), or restarted since.
+    pub(crate) fn counted<T>(
+        &self,
+        answer: Result<Option<(T, u64)>, NodeError>,
+        quarantine: Option<Duration>,
+    ) -> Result<Option<(T, u64)>, NodeError> {
+        match (answer, quarantine) {
+            (Ok(Some((v, epoch))), Some(length)) => {
+                match self.incarnation.vote_counts(epoch, Instant::now(), length) {
+                    Ok(()) => Ok(Some((v, epoch))),
+                    Err(e) => {
+                        crate::metrics::quarantined_vote(&self.addr);
+                        Err(e)
+                    }
+                }
+            }
+            (answer, _) => answer,
+        }
+    }
+
+    /// The epoch of the server this node reaches now (see `quarantine`).
+    pub(crate) fn epoch(&self) -> u64 {
+        self.incarnation.epoch()
+    }
+
+    /// Like `call_unbounded`, with the epoch of the connection's server.
+    pub(crate) async fn call_in_epoch<T, F, Fut>(
+        &self,
+        f: F,
+    ) -> (Result<(T, u64), NodeError>, Duration)
+    where
+        F: FnOnce(Conn) -> Fut,
+        Fut: Future<Output = RedisResult<T>>,
+    {
         let started = Instant::now();
         if let Some(other) = self.same_as.get() {
             return (Err(NodeError::SameServer(other.clone())), started.elapsed());
@@ -254,23 +323,20 @@ impl Node {
         (result, started.elapsed())
     }
 
-    /// Makes a connection and asks its server for its `run_id`, all within `budget`.
-    /// A server that does not say (an `INFO` restricted by ACL) is taken as distinct:
-    /// `build()` has already refused duplicate addresses.
+    /// Makes a connection and asks its server for its `run_id` and uptime (one `INFO
+    /// server`), all within `budget`. A server that does not say (an `INFO` restricted by
+    /// ACL) is taken as distinct — `build()` has already refused duplicate addresses — and
+    /// as not restarted (see `quarantine`).
     async fn connect(client: Client, config: AsyncConnectionConfig, budget: Duration) -> Connected {
         let attempt = async {
             let mut conn = Conn::connect(&client, &config).await?;
-            let run_id = redis::cmd("INFO")
+            let info = redis::cmd("INFO")
                 .arg("server")
                 .query_async::<String>(&mut conn)
                 .await
                 .ok()
-                .and_then(|info| {
-                    info.lines()
-                        .find_map(|l| l.strip_prefix("run_id:"))
-                        .map(|id| id.trim().to_owned())
-                });
-            Ok((conn, run_id))
+                .map(|info| ServerInfo::parse(&info, Instant::now()));
+            Ok((conn, info))
         };
         tokio::time::timeout(budget, attempt)
             .await
@@ -304,8 +370,8 @@ impl Node {
     /// sent for this call yet, and the gate is held, so connecting again here keeps the
     /// order of calls and spares the call a certain failure. So does a connecting task
     /// cancelled with its runtime.
-    async fn connection(&self, slot: &mut Slot) -> RedisResult<(u64, Conn)> {
-        if matches!(slot, Slot::Ready(_, c) if c.is_broken()) {
+    async fn connection(&self, slot: &mut Slot) -> RedisResult<(u64, Conn, u64)> {
+        if matches!(slot, Slot::Ready(_, c, _) if c.is_broken()) {
             *slot = Slot::Empty;
         }
         let mut tries = 0u8;
@@ -318,7 +384,7 @@ impl Node {
                 )));
             }
             let made = match slot {
-                Slot::Ready(g, c) => return Ok((*g, c.clone())),
+                Slot::Ready(g, c, e) => return Ok((*g, c.clone(), *e)),
                 Slot::Connecting(task) => task.await,
                 Slot::Empty => Ok(Err(RedisError::from((
                     redis::ErrorKind::Io,
@@ -333,28 +399,40 @@ impl Node {
                 made => break made,
             }
         };
-        let (conn, run_id) = made.map_err(|join| {
+        let (conn, info) = made.map_err(|join| {
             RedisError::from((
                 redis::ErrorKind::Io,
                 "connecting task ended",
                 join.to_string(),
             ))
         })??;
-        self.check_distinct(run_id)?;
+        self.check_distinct(info.as_ref().and_then(|i| i.run_id.clone()))?;
+        let epoch = match &info {
+            Some(info) => {
+                let (epoch, restarted) = self.incarnation.learn(info);
+                if restarted {
+                    tracing::info!(node = %self.addr, "node restarted (new run_id): its earlier votes are void");
+                    crate::metrics::node_restarted(&self.addr);
+                    self.restarts.seen();
+                }
+                epoch
+            }
+            None => self.incarnation.epoch(),
+        };
         let g = self.generation.fetch_add(1, Ordering::Relaxed);
-        *slot = Slot::Ready(g, conn.clone());
-        Ok((g, conn))
+        *slot = Slot::Ready(g, conn.clone(), epoch);
+        Ok((g, conn, epoch))
     }
 
     /// Runs `f`, its first request handed to the connection before any later call's (see
     /// the module docs).
-    async fn in_order<T, F, Fut>(&self, f: F) -> RedisResult<T>
+    async fn in_order<T, F, Fut>(&self, f: F) -> RedisResult<(T, u64)>
     where
         F: FnOnce(Conn) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
     {
         let mut gate = self.conn.lock().await;
-        let (generation, conn) = self.connection(&mut gate).await?;
+        let (generation, conn, epoch) = self.connection(&mut gate).await?;
         // Waited for in the gate, so calls keep their order when the limit is reached;
         // held until the reply, so the channel always has room for this request.
         let _in_flight = Arc::clone(&self.in_flight)
@@ -374,11 +452,11 @@ impl Node {
         {
             // Connect again on the next call, unless another call already has.
             let mut gate = self.conn.lock().await;
-            if matches!(&*gate, Slot::Ready(g, _) if *g == generation) {
+            if matches!(&*gate, Slot::Ready(g, _, _) if *g == generation) {
                 *gate = Slot::Empty;
             }
         }
-        result
+        result.map(|v| (v, epoch))
     }
 
     /// The native compare-and-delete this server is known to offer. Until a probe has

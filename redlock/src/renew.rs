@@ -22,6 +22,12 @@ pub enum LossReason {
     /// A majority of nodes no longer hold our token: the keys were deleted, expired or
     /// lost with a node's data, and someone else may hold the lock now.
     Gone,
+    /// A node whose yes the lease counted restarted (a new `run_id`, seen when this client
+    /// next connected to it), and fewer than a quorum of the lease's votes are from
+    /// servers that have not: the keys may be gone there, and someone else may hold the
+    /// lock once that node's restart quarantine ends (see
+    /// [`RestartQuarantine`](crate::config::RestartQuarantine)).
+    NodeRestarted,
     /// The configured cap on total hold time was reached; renewal stopped and the lease
     /// ends at its current validity.
     MaxHoldReached,
@@ -35,6 +41,9 @@ impl fmt::Display for LossReason {
         f.write_str(match self {
             LossReason::Expired => "validity ran out before it could be renewed",
             LossReason::Gone => "a majority of nodes no longer hold our token",
+            LossReason::NodeRestarted => {
+                "a node that counted toward the majority restarted and may have forgotten our key"
+            }
             LossReason::MaxHoldReached => "the maximum hold time was reached",
             LossReason::Shutdown => "the lock client was shut down",
         })
@@ -308,12 +317,21 @@ async fn renew_loop(
     // A cap too far away to represent is no cap.
     let hold_until = max_hold.and_then(|m| lease.acquired_at().checked_add(m));
     let mut next = after(Instant::now(), interval);
+    // A restart seen by any call of this client may void the lease at once: the holder
+    // hears of it then, not at the next renewal.
+    let mut restarts = lease.client().shared().restarts();
     let verdict = loop {
         let wake = next.min(lease.valid_until());
         let wake = hold_until.map_or(wake, |h| wake.min(h));
         tokio::select! {
             _ = &mut stopped => return Ok(lease),
             () = closing.cancelled() => break LossReason::Shutdown,
+            Ok(()) = restarts.changed() => {
+                if lease.restart_voided() {
+                    break LossReason::NodeRestarted;
+                }
+                continue;
+            }
             () = tokio::time::sleep_until(wake) => {}
         }
         let now = Instant::now();
@@ -356,6 +374,13 @@ async fn renew_loop(
                     valid_until: lease.valid_until(),
                 });
                 next = after(Instant::now(), interval);
+            }
+            Err(crate::LockError::LeaseLost {
+                reason: reason @ LossReason::NodeRestarted,
+                ..
+            }) => {
+                tracing::warn!(resource = %lease.resource(), "lease lost: a node of its majority restarted");
+                break reason;
             }
             Err(crate::LockError::QuorumNotReached { failures, .. })
                 if failures

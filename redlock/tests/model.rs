@@ -231,6 +231,43 @@ fn n3_amnesia_split_duplicates_a_fence_token() {
     .fails(FENCES_GROW);
 }
 
+/// The restart quarantine as the library's default has it: TTL + drift (4 ticks) after
+/// a restart, with or without data, the node's yes counts as no. One empty restart at
+/// any moment, i.e. within a TTL of every lease (the time bound is shorter than the
+/// quarantine): the amnesia-split above and every other trace are gone.
+#[test]
+fn n3_amnesia_with_the_quarantine_keeps_exclusion_and_tokens() {
+    let amnesia = with(|f| f.restarts_empty = 1);
+    let cfg = n3(SHORT).faults(amnesia);
+    let o = prove(
+        "N=3, one empty restart, restart quarantine TTL + drift",
+        cfg.quarantine(cfg.ttl + cfg.drift),
+    );
+    o.reaches(TWO_GRANTS);
+    for p in [
+        VALID_EXCLUSIVE,
+        WRITES_IN_VALIDITY,
+        FENCES_GROW,
+        RETURN_ORDER,
+        NO_LOST_UPDATE,
+    ] {
+        o.holds(p);
+    }
+}
+
+/// The length matters: a quarantine of one tick ends before a lease granted just before
+/// the restart (valid for TTL − drift = 2 ticks), and the amnesia-split is back.
+#[test]
+fn n3_a_quarantine_shorter_than_a_lease_lets_the_amnesia_split_back() {
+    let amnesia = with(|f| f.restarts_empty = 1);
+    find(
+        "N=3, one empty restart, restart quarantine 1 tick (shortest)",
+        n3(SHORT).faults(amnesia).quarantine(1),
+        FENCES_GROW,
+    )
+    .fails(FENCES_GROW);
+}
+
 #[test]
 fn n3_amnesia_as_the_docs_allow_keeps_tokens_growing() {
     let amnesia = with(|f| {

@@ -27,7 +27,9 @@ impl Round {
         let failed = self
             .votes
             .iter()
-            .filter(|v| **v == Vote::No || (past_deadline && **v == Vote::Pending))
+            .filter(|v| {
+                matches!(v, Vote::No | Vote::Void) || (past_deadline && **v == Vote::Pending)
+            })
             .count();
         if yes >= cfg.quorum() {
             Some(true)
@@ -129,8 +131,16 @@ pub(crate) fn awaits(phase: &Phase, node: usize, request: &Request) -> bool {
 }
 
 /// A reply reaches the client. Answers to anything but the round in progress are
-/// consumed and ignored, as the background task of `fan_out` does.
-pub(crate) fn receive(cfg: &Config, state: &mut State, client: usize, node: usize, reply: Reply) {
+/// consumed and ignored, as the background task of `fan_out` does. A yes from a node in
+/// its restart quarantine (`quarantined`) counts as [`Vote::Void`], as `Node::vote` does.
+pub(crate) fn receive(
+    cfg: &Config,
+    state: &mut State,
+    client: usize,
+    node: usize,
+    reply: Reply,
+    quarantined: bool,
+) {
     let attempt = current_attempt(&state.clients[client].phase);
     let Some(round) = round_mut(&mut state.clients[client].phase) else {
         return;
@@ -155,7 +165,10 @@ pub(crate) fn receive(cfg: &Config, state: &mut State, client: usize, node: usiz
     if round.kind != kind || attempt != Some(of) || round.votes[node] != Vote::Pending {
         return;
     }
-    round.votes[node] = vote;
+    round.votes[node] = match vote {
+        Vote::Yes(_) if quarantined => Vote::Void,
+        vote => vote,
+    };
     if round.decision(cfg, state.now).is_some() {
         decide(cfg, state, client);
     }

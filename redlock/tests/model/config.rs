@@ -120,12 +120,16 @@ pub(crate) struct Config {
     pub(crate) faults: Faults,
     /// How a token is made.
     pub(crate) fence: Fence,
+    /// The restart quarantine (`fenced_redlock::RestartQuarantine`): for this many ticks
+    /// after a restart (with or without its data: the client cannot tell) a node's yes
+    /// counts as no, and its key is cleaned up as a failed attempt's. `None`: off.
+    pub(crate) quarantine: Option<u8>,
 }
 
 impl Config {
     /// `nodes` primaries, two clients with one attempt each, TTL 3, drift 1, deadline 1,
     /// one tick of work, no extends, eight ticks of time, claim-first, no faults,
-    /// two-round tokens.
+    /// two-round tokens, no restart quarantine.
     pub(crate) fn new(nodes: usize) -> Config {
         Config {
             nodes,
@@ -143,7 +147,14 @@ impl Config {
             mode: Mode::ClaimFirst,
             faults: Faults::NONE,
             fence: Fence::TwoRounds,
+            quarantine: None,
         }
+    }
+
+    /// The same model with a restart quarantine of `ticks`.
+    pub(crate) fn quarantine(mut self, ticks: u8) -> Config {
+        self.quarantine = Some(ticks);
+        self
     }
 
     /// Votes that make a majority, as `fenced_redlock::quorum`.

@@ -5,6 +5,13 @@ use super::config::{Config, Fence};
 use super::state::{Key, Node, Owner, Reply, Request};
 
 impl Node {
+    /// Whether the node is in its restart quarantine at real time `now`: the client learnt
+    /// its start when it reconnected (the restart reset every connection), and counts its
+    /// yes as no until then.
+    pub(crate) fn quarantined(&self, now: u8) -> bool {
+        now < self.votes_from
+    }
+
     /// The node's clock at real time `now`.
     pub(crate) fn clock(&self, now: u8) -> u8 {
         now.saturating_add(self.ahead)

@@ -254,8 +254,14 @@ impl Model for LockModel {
             Action::Tick => {
                 s.now += 1;
                 let now = s.now;
-                // Drop expired keys now, so equal situations are equal states.
-                s.nodes.iter_mut().for_each(|n| n.expire(now));
+                // Drop expired keys and ended quarantines now, so equal situations are
+                // equal states.
+                for n in &mut s.nodes {
+                    n.expire(now);
+                    if !n.quarantined(now) {
+                        n.votes_from = 0;
+                    }
+                }
             }
             Action::Start { client } => client::start(cfg, &mut s, client),
             Action::ToNode {
@@ -267,9 +273,10 @@ impl Model for LockModel {
                 let request = s.links[client][node].to_node.remove(index);
                 let now = s.now;
                 let id = u8::try_from(client).ok()?;
+                let quarantined = s.nodes[node].quarantined(now);
                 let reply = s.nodes[node].run(cfg, id, request, now);
                 if let (true, Some(reply)) = (answered, reply) {
-                    client::receive(cfg, &mut s, client, node, reply);
+                    client::receive(cfg, &mut s, client, node, reply, quarantined);
                 }
             }
             Action::Deadline { client } => client::decide(cfg, &mut s, client),
@@ -291,6 +298,9 @@ impl Model for LockModel {
             Action::Restart { node, empty } => {
                 for links in &mut s.links {
                     links[node] = Link::default();
+                }
+                if let Some(ticks) = cfg.quarantine {
+                    s.nodes[node].votes_from = s.now.saturating_add(ticks);
                 }
                 if empty {
                     s.nodes[node].key = None;

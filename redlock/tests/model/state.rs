@@ -25,6 +25,9 @@ pub(crate) struct Node {
     pub(crate) fence: u8,
     /// How far this node's clock has jumped ahead of real time.
     pub(crate) ahead: u8,
+    /// Real time from which its votes count again after a restart (restart quarantine);
+    /// 0 once that time has come, so that equal situations are equal states.
+    pub(crate) votes_from: u8,
 }
 
 /// A command on its way to a node, sent by the client whose link carries it.
@@ -71,6 +74,9 @@ pub(crate) enum Vote {
     Yes(u8),
     /// A definite no (held by another / not ours).
     No,
+    /// A yes that does not count: the node is in its restart quarantine. A failure, like
+    /// a missed deadline: a failed attempt cleans up there.
+    Void,
 }
 
 /// Which round a client is waiting on.

@@ -159,7 +159,11 @@ fn event(model: &LockModel, before: &State, action: Action, after: &State) -> St
         };
         let mut round = round.clone();
         if let Some((node, Reply::Extend { ok, .. })) = vote {
-            round.votes[node] = if ok { Vote::Yes(0) } else { Vote::No };
+            round.votes[node] = match ok {
+                true if before.nodes[node].quarantined(now) => Vote::Void,
+                true => Vote::Yes(0),
+                false => Vote::No,
+            };
         }
         client::renewed(&model.cfg, &round, now)
     };
@@ -203,8 +207,13 @@ fn event(model: &LockModel, before: &State, action: Action, after: &State) -> St
                 Some(a) => reply(&model.cfg, &a),
                 None => format!("key now held by {}", holder(after, node)),
             };
+            let quarantined = if before.nodes[node].quarantined(before.now) {
+                " [in restart quarantine: a yes counts as no]"
+            } else {
+                ""
+            };
             format!(
-                "node {} runs {}{}: {outcome} (counter {}){}",
+                "node {} runs {}{}: {outcome}{quarantined} (counter {}){}",
                 node + 1,
                 request(client, r),
                 if index > 0 { " (overtaking)" } else { "" },
@@ -278,12 +287,19 @@ fn event(model: &LockModel, before: &State, action: Action, after: &State) -> St
         Action::Pause { client } => format!("client {} is PAUSED (GC, SIGSTOP)", who(client)),
         Action::Resume { client } => format!("client {} resumes", who(client)),
         Action::Restart { node, empty } => format!(
-            "node {} crashes and restarts {}; its connections drop what was in flight",
+            "node {} crashes and restarts {}; its connections drop what was in flight{}",
             node + 1,
             if empty {
                 "EMPTY (lock key and fence counter forgotten)"
             } else {
                 "with its data (AOF)"
+            },
+            match model.cfg.quarantine {
+                Some(_) => format!(
+                    "; in restart quarantine until t={}",
+                    after.nodes[node].votes_from
+                ),
+                None => String::new(),
             }
         ),
         Action::Jump { node } => format!(
