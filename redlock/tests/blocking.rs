@@ -197,15 +197,18 @@ async fn usable_from_inside_a_runtime_without_deadlock() {
     let waiter = {
         let redlock = redlock.clone();
         // A thread waiting for the lock, woken by the release made from this task.
-        std::thread::spawn(move || {
-            redlock
-                .acquire("blocking:async", Duration::from_secs(5))
-                .map(|l| l.release_all().released())
-        })
+        std::thread::spawn(move || redlock.acquire("blocking:async", Duration::from_secs(5)))
     };
     tokio::time::sleep(Duration::from_millis(50)).await;
     held.release();
-    assert_eq!(waiter.join().expect("no panic").expect("granted"), 3);
+    let granted = waiter.join().expect("no panic").expect("granted");
+    // The acquire returned on a quorum: wait for the third SET, or a release could miss it
+    // (CI: 2 released of 3).
+    assert_eq!(
+        cluster.wait_held_everywhere("blocking:async", Duration::from_secs(1)),
+        [0, 1, 2]
+    );
+    assert_eq!(granted.release_all().released(), 3);
     let renewing = redlock
         .try_acquire("blocking:async")
         .expect("free")

@@ -424,7 +424,7 @@ mod tests {
         } = r.finish("none", Some(end(1)));
         assert_eq!(
             (m.sections, m.lost, m.rejected, m.abandoned),
-            (2, Some(1), 1, 1)
+            (2, Some(1), 1, 3)
         );
         assert_eq!((m.stale_writes, m.fence_regressions), (0, 0));
         assert_eq!(m.exclusion_violations, 1);
