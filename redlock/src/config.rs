@@ -79,6 +79,9 @@ pub(crate) struct Settings {
 
 impl Settings {
     /// Checks every rule and derives the dependent values.
+    // One argument per builder setting, each checked against the others; the builder is
+    // the only caller.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn validated(
         ttl: Duration,
         drift_factor: f64,

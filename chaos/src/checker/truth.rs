@@ -83,9 +83,12 @@ impl NodeRead {
 /// when that is unbounded (nodes that did not answer decide it), or when there are fewer
 /// nodes than a quorum.
 pub fn true_end_bound(reads: &[NodeRead], quorum: usize) -> Option<u64> {
+    if quorum == 0 {
+        return None;
+    }
     let mut ends: Vec<u64> = reads.iter().map(|r| r.end_bound()).collect();
-    ends.sort_unstable_by(|a, b| b.cmp(a));
-    ends.get(quorum.checked_sub(1)?)
+    ends.sort_unstable();
+    ends.get(ends.len().checked_sub(quorum)?)
         .copied()
         .filter(|&e| e != u64::MAX)
 }

@@ -163,7 +163,6 @@ mod tests {
                 let fault = kind.draw(&mut rng);
                 assert_eq!(fault.kind(), kind);
                 assert_eq!(fault.toxic().name, TOXIC_NAME);
-                assert_eq!(fault.toxic().toxicity, 1.0);
             }
         }
         assert_eq!(
