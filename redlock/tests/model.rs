@@ -231,7 +231,7 @@ fn n3_amnesia_split_duplicates_a_fence_token() {
     .fails(FENCES_GROW);
 }
 
-/// The restart quarantine as the library's default has it: TTL + drift (4 ticks) after
+/// The restart quarantine at its `Auto` length (it is off by default): TTL + drift (4 ticks) after
 /// a restart, with or without data, the node's yes counts as no. One empty restart at
 /// any moment, i.e. within a TTL of every lease (the time bound is shorter than the
 /// quarantine): the amnesia-split above and every other trace are gone.
