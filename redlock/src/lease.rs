@@ -332,10 +332,13 @@ impl Lease {
 
     /// Like [`extend`](Lease::extend), with a TTL of your choosing for this extend only:
     /// the keys live `ttl` from now on the servers and validity is counted from `ttl`
-    /// (less its own drift allowance). Later [`extend`](Lease::extend) calls, and
-    /// [`auto_renew`](Lease::auto_renew), go back to the client's TTL — which shortens
-    /// validity at once if it ends earlier than this one, before anything is sent (see
-    /// `extend` for why). A `ttl` shorter than the validity left shortens it the same way,
+    /// (less its own drift allowance). Later [`extend`](Lease::extend) calls go back to
+    /// the client's TTL — which shortens validity at once if it ends earlier than this
+    /// one, before anything is sent (see `extend` for why).
+    /// [`auto_renew`](Lease::auto_renew) keeps this validity instead: its first renewal
+    /// waits until one with the client's TTL no longer ends earlier, since a holder may be
+    /// working on the validity it read from the renewer's
+    /// [`status`](crate::RenewingLease::status). A `ttl` shorter than the validity left shortens it the same way,
     /// even if this extend fails or is dropped. It behaves as
     /// `extend` on a client made by [`Redlock::with_ttl`]`(ttl)`: the same node deadline
     /// rules, the same connections.

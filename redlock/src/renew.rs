@@ -109,6 +109,12 @@ type Handback = Result<Lease, ReleaseReport>;
 /// [`status`](RenewingLease::status) says [`LossReason::Expired`] at the end of validity
 /// at the latest, whatever the renewer is doing (a renewal still waiting on slow nodes
 /// cannot make the holder believe it holds the lock past its validity).
+///
+/// Nor does a validity it announced shrink: after an
+/// [`extend_for`](Lease::extend_for) longer than the client's TTL, renewals (with the
+/// client's TTL) start only once they no longer end the lease earlier. A holder that read
+/// `Held { valid_until }` can count on that instant; only keys found gone on a majority,
+/// or a voting node's restart, end the lease before it.
 #[must_use = "dropping a renewing lease stops renewal and releases it"]
 #[derive(Debug)]
 pub struct RenewingLease {
@@ -297,6 +303,15 @@ fn retry_pause(interval: Duration) -> Duration {
         .max(Duration::from_millis(1))
 }
 
+/// The earliest moment a renewal with the lease's client TTL ends no earlier than the
+/// lease's validity does now (`None`: at once — the TTL leaves no validity, or the
+/// subtraction would leave the clock).
+fn first_renewal_that_keeps(lease: &Lease) -> Option<Instant> {
+    let settings = lease.client().settings();
+    let fresh = crate::validity::validity(settings.ttl, Duration::ZERO, settings.drift)?;
+    lease.valid_until().checked_sub(fresh)
+}
+
 /// `now + d`, or a year from now when that does not fit the clock (an interval of
 /// `Duration::MAX` means "practically never").
 fn after(now: Instant, d: Duration) -> Instant {
@@ -344,10 +359,21 @@ async fn renew_loop(
         if now < next {
             continue;
         }
+        // A renewal with the client's TTL must not end the lease before the validity it
+        // already has (after an `extend_for` longer than the TTL): a holder may have read
+        // that validity from `status` a moment ago and be writing on it. Wait until a
+        // renewal keeps it.
+        if let Some(keeps) = first_renewal_that_keeps(&lease)
+            && now < keeps
+        {
+            next = keeps;
+            continue;
+        }
         let nodes = lease.client().nodes();
         let required = lease.client().quorum();
-        // The renewal may shorten the keys (the lease was extended for longer than the
-        // client's TTL): the holder must hear of the shorter end before it is sent.
+        // The end this renewal's keys will have, from now: after the wait above it is no
+        // earlier than the validity (the bound is the extend's own rule, kept as a net);
+        // the holder hears of any change before the renewal is sent.
         let client = lease.client().clone();
         let valid_until = lease.bound_validity_for(&client, Instant::now());
         if status.borrow().held_until() != Some(valid_until) {

@@ -3,14 +3,18 @@
 //! lock past the shortened keys: a second client can take the lock once they expire.
 //! Each test makes the extend fail or drops it, waits until a second client holds the
 //! lock, and checks that the first no longer believes it does.
+//!
+//! The renewer is the exception: it shares its validity with a holder that may be working
+//! on it, so it never shortens what it announced (the last two tests).
 
 mod support;
 
 use std::time::Duration;
 
-use fenced_redlock::{Redlock, RenewOptions};
+use fenced_redlock::{LeaseStatus, Redlock, RenewOptions};
 use futures::FutureExt;
 use support::{Cluster, Flavour, StrandingProxy, taken_by};
+use tokio::time::Instant;
 
 fn client(urls: Vec<String>, ttl: Duration) -> Redlock {
     Redlock::builder(urls)
@@ -97,12 +101,53 @@ async fn a_dropped_extend_that_shortens_the_keys_ends_validity() {
     }
 }
 
-/// The renewer's first renewal after `extend_for(60 s)` goes back to the client's 1 s TTL.
-/// Its requests reach the servers but the replies are black-holed, then the links break:
-/// the renewal fails and the keys live 1 s from when it landed. `is_held` and `lost` must
-/// say so by the time another client can take the lock.
+/// A renewer never ends a lease before the validity it already announced: after
+/// `extend_for(1.5 s)` on a 300 ms client, renewing every 50 ms with the client's TTL would
+/// cut the keys (and `status`) to ~300 ms at the first renewal, while a holder that read
+/// `status` a moment before still works to the 1.5 s end. Every `status` seen must keep
+/// that end, and the lease must still be renewed past it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_renewal_that_shortens_the_keys_and_fails_reports_the_loss() {
+async fn a_renewer_keeps_the_validity_an_extend_for_gave() {
+    let cluster = Cluster::start(Flavour::Valkey, 3);
+    let mine = client(cluster.urls(), Duration::from_millis(300));
+    let mut lease = mine.try_acquire("kept").await.expect("free");
+    lease
+        .extend_for(Duration::from_millis(1_500))
+        .await
+        .expect("extended");
+    let announced = lease.valid_until();
+    let held = lease.auto_renew(RenewOptions::default().interval(Duration::from_millis(50)));
+    let watch_until = announced + Duration::from_millis(400);
+    let mut latest = announced;
+    while Instant::now() < watch_until {
+        match held.status() {
+            LeaseStatus::Held { valid_until } => {
+                assert!(
+                    valid_until >= announced,
+                    "the renewer cut the announced validity by {:?}",
+                    announced - valid_until
+                );
+                latest = latest.max(valid_until);
+            }
+            other => panic!("lost with every node up: {other:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(
+        latest > announced,
+        "never renewed past the extend's validity"
+    );
+    held.release().await;
+    let _ = mine.shutdown().await;
+}
+
+/// After `extend_for(3 s)` on a 1 s client, the renewer's first renewal comes ~2 s in,
+/// when the client's TTL no longer ends the lease earlier. Its requests reach the servers
+/// but the replies are black-holed, then the links break: the renewal fails and the keys
+/// live 1 s from when it landed. Nobody else may take the lock before the validity the
+/// extend gave, and by the time another client does, `is_held` and `lost` must say so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewal_that_fails_reports_the_loss_and_keeps_the_announced_end() {
     let cluster = Cluster::start(Flavour::Valkey, 3);
     let mut proxies = Vec::new();
     for server in &cluster.servers {
@@ -116,22 +161,31 @@ async fn a_renewal_that_shortens_the_keys_and_fails_reports_the_loss() {
     let other = client(cluster.urls(), Duration::from_secs(1));
     let mut lease = mine.try_acquire("renewed").await.expect("free");
     lease
-        .extend_for(Duration::from_secs(60))
+        .extend_for(Duration::from_secs(3))
         .await
         .expect("extended");
+    let announced = lease.valid_until();
     let interval = Duration::from_millis(200);
     let held = lease.auto_renew(RenewOptions::default().interval(interval));
     for proxy in &proxies {
         proxy.mute_replies();
     }
-    // The first renewal (at +200 ms) lands and times out; then nothing gets through.
-    tokio::time::sleep(interval + Duration::from_millis(150)).await;
+    // The first renewal (~1 s before the announced end) lands and times out; then nothing
+    // gets through.
+    let first = announced - Duration::from_secs(1);
+    tokio::time::sleep_until(first + Duration::from_millis(350)).await;
     for proxy in &proxies {
         proxy.strand();
     }
     let theirs = taken_by(&other, "renewed", Duration::from_secs(5))
         .await
-        .expect("the shortened keys never expired");
+        .expect("the keys never expired");
+    let taken_at = Instant::now();
+    assert!(
+        taken_at >= announced,
+        "another client took the lock {:?} before the end the extend announced",
+        announced - taken_at
+    );
     let held_now = held.is_held();
     let lost = held.lost().now_or_never();
     assert!(
