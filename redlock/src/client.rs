@@ -163,6 +163,8 @@ struct AttemptGuard {
     key: Arc<str>,
     token: Token,
     deadline: Duration,
+    /// The attempt's start plus its TTL: the clean-up starts no round after it.
+    give_up_at: Instant,
     armed: bool,
 }
 
@@ -171,21 +173,18 @@ impl AttemptGuard {
         self.armed = false;
     }
 
-    /// Starts the compare-and-delete of the attempt's key on `nodes` (see
-    /// [`Shared::spawn`]); `false` when no runtime can run it.
+    /// Starts the compare-and-delete of the attempt's key on `nodes`, tried again where
+    /// a node did not answer (see `cleanup` and [`Shared::spawn`]); `false` when no
+    /// runtime can run it.
     fn delete_on(&self, nodes: Vec<Arc<Node>>) -> bool {
-        let (key, token, deadline) = (Arc::clone(&self.key), self.token, self.deadline);
-        self.shared.spawn(async move {
-            crate::lease::delete_everywhere(
-                &nodes,
-                &key,
-                &token,
-                false,
-                deadline,
-                crate::lease::Wait::All,
-            )
-            .await;
-        })
+        let cleanup = crate::cleanup::Cleanup {
+            key: Arc::clone(&self.key),
+            token: self.token,
+            deadline: self.deadline,
+            give_up_at: self.give_up_at,
+            closing: self.shared.closing.clone(),
+        };
+        self.shared.spawn(cleanup.run(nodes))
     }
 }
 
@@ -432,7 +431,9 @@ impl Redlock {
     ///
     /// The wait is bounded: every background task makes at most two rounds of node calls
     /// (a renewal, then a release), each bounded by its node deadline, so the wait is at
-    /// most twice the longest node deadline plus a small slack.
+    /// most twice the longest node deadline plus a small slack. A clean-up asking a node
+    /// again (its connection broke, see "Cancellation" in the crate docs) finishes the
+    /// round in flight and starts no other.
     ///
     /// After shutdown, acquires fail with [`LockError::ShutDown`]. Calling it again is
     /// harmless.
@@ -615,14 +616,15 @@ impl Redlock {
         let ttl_ms = self.settings.ttl_ms();
         let deadline = self.settings.node_timeout;
         let tasks = &self.shared.tasks;
+        let started = Instant::now();
         let guard = AttemptGuard {
             shared: Arc::clone(&self.shared),
             key: Arc::clone(&key),
             token,
             deadline,
+            give_up_at: started.checked_add(self.settings.ttl).unwrap_or(started),
             armed: true,
         };
-        let started = Instant::now();
 
         let quarantine = self.shared.quarantine();
         let votes: Tally<(i64, u64)> =

@@ -92,8 +92,13 @@
 //! spawns the compare-and-delete of its key on every node (only a key holding the
 //! attempt's own token is touched). The deletes travel on the same connections as the
 //! attempt's `SET`s, behind them, so they land after them whatever state the attempt was
-//! in. The clean-up is tracked like every other background task ([`Redlock::shutdown`]
-//! waits for it).
+//! in. A connection can break with a `SET` still unread in a stalled server's socket; the
+//! delete then goes out on a new connection, with no order against the old one, so a node
+//! whose delete failed or missed its deadline is asked again, after pauses doubling up to
+//! a second, until it answers or the attempt's TTL has passed (a server stalled longer
+//! runs the `SET` after the last try, and that key expires with its TTL). The clean-up is
+//! tracked like every other background task ([`Redlock::shutdown`] waits for its round in
+//! flight and starts no other).
 //!
 //! Releases are cancel-safe too: a dropped [`Lease::release`] or
 //! [`RenewingLease::release`] future has the outcome of a dropped lease (the deletes go
@@ -175,6 +180,7 @@
 
 #[cfg(feature = "blocking")]
 pub mod blocking;
+mod cleanup;
 mod client;
 pub mod config;
 mod conn;

@@ -274,6 +274,18 @@ impl Cluster {
         }
     }
 
+    /// Polls until no server holds any key or `within` has passed; returns what is left.
+    pub fn wait_keys_gone(&self, within: Duration) -> Vec<(usize, Vec<u8>)> {
+        let deadline = Instant::now() + within;
+        loop {
+            let left = self.keys();
+            if left.is_empty() || Instant::now() >= deadline {
+                return left;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Polls until every server holds `key` or `within` has passed; returns who holds it.
     /// An acquire returns once a quorum said yes, so the last nodes' `SET`s may still be
     /// on their way when it does.

@@ -33,6 +33,7 @@ pub struct StrandingProxy {
     refused_auths: std::sync::Arc<std::sync::atomic::AtomicU64>,
     muted: std::sync::Arc<std::sync::atomic::AtomicBool>,
     lag_ms: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    open: std::sync::Arc<std::sync::Mutex<Vec<tokio::task::AbortHandle>>>,
 }
 
 impl StrandingProxy {
@@ -73,6 +74,8 @@ impl StrandingProxy {
         let silence = std::sync::Arc::clone(&muted);
         let lag_ms = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
         let lagging = std::sync::Arc::clone(&lag_ms);
+        let open = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let tracked = std::sync::Arc::clone(&open);
         tokio::spawn(async move {
             while let Ok((inbound, _)) = listener.accept().await {
                 counted.fetch_add(1, Ordering::SeqCst);
@@ -81,7 +84,7 @@ impl StrandingProxy {
                 let refused = std::sync::Arc::clone(&refused);
                 let silence = std::sync::Arc::clone(&silence);
                 let lag = std::sync::Arc::clone(&lagging);
-                tokio::spawn(async move {
+                let connection = tokio::spawn(async move {
                     tokio::time::sleep(delay).await;
                     let Ok(outbound) = tokio::net::TcpStream::connect(("127.0.0.1", target)).await
                     else {
@@ -121,6 +124,10 @@ impl StrandingProxy {
                         std::future::pending::<()>().await;
                     }
                 });
+                tracked
+                    .lock()
+                    .expect("not poisoned")
+                    .push(connection.abort_handle());
             }
         });
         StrandingProxy {
@@ -130,6 +137,16 @@ impl StrandingProxy {
             refused_auths,
             muted,
             lag_ms,
+            open,
+        }
+    }
+
+    /// Closes every connection open now, both sides, as Toxiproxy does when a `timeout`
+    /// toxic is removed: bytes already forwarded stay in the server's socket, to be read
+    /// (and run) whenever the server next reads it.
+    pub fn close_all(&self) {
+        for connection in self.open.lock().expect("not poisoned").drain(..) {
+            connection.abort();
         }
     }
 
