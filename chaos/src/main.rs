@@ -112,7 +112,7 @@ async fn toxiproxy_health(args: ToxiproxyHealthArgs) -> Result<(), Box<dyn std::
     let client =
         redlock_chaos::proxy::Client::with_timeout(&args.api, std::time::Duration::from_secs(1))?;
     let names: Vec<String> = client.proxies().await?.into_keys().collect();
-    println!("{} proxies: {}", names.len(), names.join(", "));
+    redlock_chaos::outln!("{} proxies: {}", names.len(), names.join(", "));
     Ok(())
 }
 
@@ -196,7 +196,7 @@ struct ScenariosArgs {
 fn scenarios(args: ScenariosArgs) -> Result<(), Box<dyn std::error::Error>> {
     use redlock_chaos::scenario::{SCENARIOS, Work, find};
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&*SCENARIOS)?);
+        redlock_chaos::outln!("{}", serde_json::to_string_pretty(&*SCENARIOS)?);
         return Ok(());
     }
     if let Some(name) = &args.toml {
@@ -207,7 +207,7 @@ fn scenarios(args: ScenariosArgs) -> Result<(), Box<dyn std::error::Error>> {
                 known.join(", ")
             ))
         })?;
-        print!("{}", toml::to_string(s)?);
+        redlock_chaos::out!("{}", toml::to_string(s)?);
         return Ok(());
     }
     for s in SCENARIOS.iter() {
@@ -237,14 +237,14 @@ fn scenarios(args: ScenariosArgs) -> Result<(), Box<dyn std::error::Error>> {
                 humantime::format_duration(minimum)
             )
         };
-        println!(
+        redlock_chaos::outln!(
             "{:<20} {}  [{work}] [expect: {}]{minimum}",
             s.name,
             s.about,
             s.expectation.describe()
         );
     }
-    println!("\n{}", redlock_chaos::run::verdict::RULES);
+    redlock_chaos::outln!("\n{}", redlock_chaos::run::verdict::RULES);
     Ok(())
 }
 
@@ -370,9 +370,9 @@ async fn bench(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
     let table = bench::table::render(&report);
     if args.json {
         eprint!("{table}");
-        println!("{}", json()?);
+        redlock_chaos::outln!("{}", json()?);
     } else {
-        print!("{table}");
+        redlock_chaos::out!("{table}");
     }
     Ok(())
 }
@@ -426,7 +426,9 @@ async fn main() -> ExitCode {
         Command::Down(args) => down(args).await,
         Command::Images => redlock_chaos::commands::images::run()
             .await
-            .map(|images| print!("{}", redlock_chaos::commands::images::render(&images)))
+            .map(|images| {
+                redlock_chaos::out!("{}", redlock_chaos::commands::images::render(&images))
+            })
             .map_err(Into::into),
         Command::ToxiproxyHealth(args) => toxiproxy_health(args).await,
         Command::Run(args) => return ExitCode::from(run_cmd::run(args).await),
@@ -438,7 +440,7 @@ async fn main() -> ExitCode {
                     if let Some(table) = &outcome.table_for_stderr {
                         eprint!("{table}");
                     }
-                    print!("{}", outcome.text);
+                    redlock_chaos::out!("{}", outcome.text);
                     for f in &outcome.safety_failures {
                         eprintln!("chaos: safety: {f}");
                     }
@@ -455,7 +457,7 @@ async fn main() -> ExitCode {
         Command::Lock(args) => {
             return match lock::run(args).await {
                 Ok((out, acquired)) => {
-                    println!("{out}");
+                    redlock_chaos::outln!("{out}");
                     if acquired {
                         ExitCode::SUCCESS
                     } else {
@@ -503,8 +505,8 @@ fn report(args: ReportArgs) -> ExitCode {
     use redlock_chaos::report::ReportError;
     match redlock_chaos::report::rerender(&args.dir) {
         Ok((report, paths)) => {
-            println!("{}", paths.html.display());
-            println!("{}", paths.junit.display());
+            redlock_chaos::outln!("{}", paths.html.display());
+            redlock_chaos::outln!("{}", paths.junit.display());
             let code = report.verdict.exit_code();
             if args.exit_code {
                 ExitCode::from(code)
@@ -637,9 +639,9 @@ async fn up(args: UpArgs) -> Result<(), Box<dyn std::error::Error>> {
         stack: args.stack_out.clone(),
     };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&up)?);
+        redlock_chaos::outln!("{}", serde_json::to_string_pretty(&up)?);
     } else {
-        print!("{}", up.render());
+        redlock_chaos::out!("{}", up.render());
     }
     Ok(())
 }
@@ -715,7 +717,7 @@ async fn down(args: DownArgs) -> Result<(), Box<dyn std::error::Error>> {
     {
         let n = local::teardown_detached(st)?;
         let proxy = st.proxy_pid.is_some_and(proxy_process::stop);
-        println!(
+        redlock_chaos::outln!(
             "local run {}: stopped {n} processes{}",
             st.run_id,
             if proxy { " and its proxy" } else { "" }
@@ -726,7 +728,7 @@ async fn down(args: DownArgs) -> Result<(), Box<dyn std::error::Error>> {
         && docker::engine_available().await
     {
         let removed = docker::remove_labelled(run.as_deref()).await?;
-        println!(
+        redlock_chaos::outln!(
             "docker: removed {} containers, {} networks, {} volumes",
             removed.containers.len(),
             removed.networks.len(),
@@ -735,7 +737,7 @@ async fn down(args: DownArgs) -> Result<(), Box<dyn std::error::Error>> {
         if args.images {
             let d = docker::connect().await?;
             let images = docker::remove_images(&d).await?;
-            println!("docker: removed {} images", images.len());
+            redlock_chaos::outln!("docker: removed {} images", images.len());
         }
     }
     if let Some(st) = &st {

@@ -31,6 +31,26 @@ fn text(out: &Output) -> String {
     )
 }
 
+/// `chaos scenarios | head`: a reader that stops early ends the output quietly (no panic on
+/// the closed pipe), with the command's own exit code.
+#[test]
+fn a_reader_that_stops_early_is_not_an_error() {
+    for args in [&["scenarios"][..], &["scenarios", "--json"]] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_chaos"))
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn chaos");
+        // The reader goes away before the first line is written.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().expect("wait");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}
+
 #[test]
 fn version_everywhere() {
     // clap names a subcommand's version line `chaos-run 0.1.0`.

@@ -13,6 +13,7 @@ use redlock_chaos::cluster::docker::{self, DockerCluster};
 use redlock_chaos::cluster::{
     Cluster, ClusterSpec, DataOnRestart, Flavour, LocalCluster, NodeId, ProxyPlan, proxy_name,
 };
+use redlock_chaos::nemesis::clock_check;
 use redlock_chaos::nemesis::schedule::Capabilities;
 use redlock_chaos::nemesis::target::{max_minority, quorum};
 use redlock_chaos::nemesis::{
@@ -83,7 +84,7 @@ fn schedules_are_deterministic_per_seed_and_differ_across_seeds() {
         }
         assert!(a.last_heal() < d, "{}", s.name);
     }
-    assert_eq!(SCENARIOS.len(), 17);
+    assert_eq!(SCENARIOS.len(), 19);
     for name in ["client-pause", "amnesia-split"] {
         let s = find(name).expect(name);
         assert!(s.schedule(d, 5, 4, 42).faults.is_empty(), "{name}");
@@ -264,6 +265,30 @@ async fn each_fault_kind_does_what_it_says_on_local() {
         .expect("heal jump");
     set_ex(&w(1), "lease", "y", 10).await;
     assert_eq!(get(&w(1), "lease").await.as_deref(), Some("y"));
+
+    // ClockSkew +10 %: no jump, and the node's TIME gains 10 % (apply checks both); heal
+    // puts the clock back.
+    let skew = Fault::ClockSkew { rate_ppm: 100_000 };
+    apply(&c, None, &skew, Target::Node(NodeId(2)), win)
+        .await
+        .expect("skew");
+    heal(&c, None, &skew, Target::Node(NodeId(2)))
+        .await
+        .expect("heal skew");
+    // The TIME check sees a clock that did not move: a node's real clock is not 20 s ahead,
+    // nor gaining 10 %.
+    let admin = c.admin_url(NodeId(0)).expect("admin url");
+    let e = clock_check::expect_offset(&admin, 20.0)
+        .await
+        .expect_err("the clock was not moved");
+    assert!(e.contains("want +20.000 s"), "{e}");
+    let first = clock_check::expect_offset(&admin, 0.0)
+        .await
+        .expect("real clock");
+    let e = clock_check::expect_rate(&admin, first, 100_000)
+        .await
+        .expect_err("the clock runs at the real rate");
+    assert!(e.contains("want +100000 ppm"), "{e}");
 
     assert_healthy(&c).await;
     c.down().await.expect("down");

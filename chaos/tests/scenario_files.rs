@@ -31,8 +31,14 @@ fn builtins_give_the_schedules_of_the_old_recipe_functions() {
     // The 12 built-ins that predate scenarios as data; later ones have no old function.
     assert_eq!(legacy_recipes::ALL.len(), 12);
     assert!(SCENARIOS.len() > legacy_recipes::ALL.len());
+    // Changed on purpose since: `amnesia-restart` keeps its node out longer than the TTL
+    // (it is judged as the regime the lock promises; issue 24); `clock-jump` jumps back too.
+    let changed = ["amnesia-restart", "clock-jump"];
     for (name, old) in legacy_recipes::ALL {
         let s = find(name).unwrap_or_else(|| panic!("no built-in {name}"));
+        if changed.contains(name) {
+            continue;
+        }
         for secs in [0, 1, 5, 8, 20, 60, 600, 3600] {
             for nodes in [1, 2, 3, 5, 7] {
                 for workers in [0, 1, 3] {

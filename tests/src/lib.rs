@@ -66,11 +66,12 @@ pub fn assert_all_pass(report: &ChaosReport) {
 }
 
 /// The scenario a quick-tier run plays on each backend, and for how long: restarts that
-/// come back empty (kill, start, wipe: the backend's node control, its proxies and the
-/// checker's fencing claim all at work) every second or so. Its verdict (the claim-first
-/// mode loses nothing) holds however few sections a loaded machine completes, so the run
-/// can be short and still trustworthy; every scenario's own verdict is the full tier's
-/// `every_scenario_*` runs.
+/// come back empty after longer than the TTL (kill, start, wipe: the backend's node
+/// control, its proxies, the key watcher and the checker all at work) every second or so.
+/// Its verdict (the lock holds: no overlap, tokens grow, no leaked keys, every loss a stale
+/// write's, fenced modes lose nothing, sections completed) does not depend on how many
+/// sections a loaded machine completes, so the run can be short and still trustworthy;
+/// every scenario's own verdict is the full tier's `every_scenario_*` runs.
 pub const SHORT_RUN: (&str, u64) = ("amnesia-restart", 10);
 
 /// Asserts what a short run must show whatever the machine's speed: the verdicts pass,

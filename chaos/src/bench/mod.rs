@@ -9,7 +9,7 @@
 //! - [`clients`]: one adapter per client behind [`clients::LockClient`] — ours unfenced
 //!   and fenced, `rslock` 0.10, `redlock` 2.0 (sequential, blocking, on `spawn_blocking`),
 //!   and the floor (one node, `SET NX PX` + Lua compare-and-delete). The two peers sit
-//!   behind the default-on `peers` feature: rslock's only tokio feature pulls rustls.
+//!   behind the `peers` feature, off by default: rslock's only tokio feature pulls rustls.
 //! - [`cases`]: healthy, slow node, frozen node, hand-off, throughput, and the hook for
 //!   timing `chaos fencing-table` end to end.
 //! - [`ceiling`]: `redis-benchmark` for the same command mix, and why one lock op costs a
@@ -39,8 +39,8 @@
 //! samples were in the servers (`path_openat`, `vfs_read`, `getenv`, `vfprintf` at the top)
 //! and throughput was a third of what it is without. Without it, in the throughput case,
 //! the client's Tokio workers take about a third of the samples (half of it socket
-//! syscalls in the kernel, then our code and malloc) and the servers half. README,
-//! "Performance", has the numbers.
+//! syscalls in the kernel, then our code and malloc) and the servers half.
+//! `docs/performance.md` has the numbers.
 //!
 //! Per lock operation (acquire + release, no contention), measured the same day:
 //! - **Server side**, from `INFO commandstats` on one node (20,000 cycles): `SET NX PX`

@@ -1,11 +1,162 @@
-//! Availability: whether the lock kept granting while a minority was down.
+//! Availability: whether the lock kept granting while a minority was down, and how soon it
+//! granted again after each heal.
 //!
 //! A minority fault costs the lock at most N − quorum votes, so grants must go on through
 //! it. A long node fault during which a mode was granted no section that completed means
-//! the lock stopped (a missing per-node deadline waits on the dead node, say).
+//! the lock stopped (a missing per-node deadline waits on the dead node, say). After any
+//! heal — a majority's too — the lock must grant again soon: a transport that never
+//! reconnects, or a node struck off for good, shows as a heal with no grant after it.
+//!
+//! Times are judged against the same mode's own pace where the machine sets it: the
+//! longest gap between grants during a minority fault is compared with the longest gap
+//! while the cluster was healthy, so a busy machine slows both alike.
+
+use serde::{Deserialize, Serialize};
 
 use crate::report::model::IDLE_FAULT_MIN_MS;
 use crate::report::{FaultWindow, ModeTimeline};
+
+/// Longest a mode may go from a heal to its next grant. Measured on this 2-core machine
+/// (2026-12-03, local backend, 12 s per scenario, seed 5, while another suite ran): the
+/// slowest resume after any heal was 86 ms where sections are short (kill, freeze, mixed,
+/// connection faults on a minority or a quorum, majority loss, clock jump), and 1,279 ms in
+/// `renewal-majority`, whose holders finish sections of up to 5 × TTL (1 s) before they
+/// ask again. 3 s is 35 × the first and above the longest section plus a retry.
+pub const RESUME_LIMIT_MS: u64 = 3_000;
+
+/// The longest gap between grants a minority fault may cause, as a multiple of the mode's
+/// longest gap while the cluster was healthy in the same run (a busy machine stretches
+/// both)...
+pub const GAP_FACTOR: u64 = 4;
+
+/// ...or this, whichever is larger. In the run above the longest gap inside a minority
+/// fault was 168 ms (healthy: up to 205 ms); a lock that waits out a dead node's connect
+/// timeout, or stops for a second per acquire, goes past it.
+pub const GAP_FLOOR_MS: u64 = 1_000;
+
+/// How a mode's grants went around the faults of one scenario.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Recovery {
+    /// Heals of node faults followed by a grant, or by [`RESUME_LIMIT_MS`] of run without
+    /// one (the rest came too close to the end to judge).
+    pub heals: u64,
+    /// Of those, heals with no grant within [`RESUME_LIMIT_MS`].
+    pub late: u64,
+    /// The slowest resume: ms from a heal to the next grant (at most the limit when late).
+    pub worst_resume_ms: Option<u64>,
+    /// When that heal happened (ms since the scenario start).
+    pub worst_heal_at_ms: Option<u64>,
+    /// Longest stretch without a grant inside a minority node fault (from its start, between
+    /// grants, to its heal).
+    pub fault_gap_ms: Option<u64>,
+    /// Longest stretch between two grants with no node fault in between.
+    pub healthy_gap_ms: Option<u64>,
+}
+
+impl Recovery {
+    /// The most [`Recovery::fault_gap_ms`] may be: [`GAP_FACTOR`] × the healthy gap, at
+    /// least [`GAP_FLOOR_MS`].
+    pub fn gap_limit_ms(&self) -> u64 {
+        self.healthy_gap_ms
+            .unwrap_or(0)
+            .saturating_mul(GAP_FACTOR)
+            .max(GAP_FLOOR_MS)
+    }
+
+    /// Whether a minority fault stretched a gap between grants past [`Recovery::gap_limit_ms`].
+    pub fn gap_too_long(&self) -> bool {
+        self.fault_gap_ms.is_some_and(|g| g > self.gap_limit_ms())
+    }
+
+    /// One line for the report.
+    pub fn describe(&self) -> String {
+        let ms = |v: Option<u64>| v.map_or_else(|| "-".into(), |v| format!("{v} ms"));
+        format!(
+            "{} heals judged, {} without a grant within {} ms, slowest resume {}{}; longest gap in a minority fault {} (limit {} ms), healthy {}",
+            self.heals,
+            self.late,
+            RESUME_LIMIT_MS,
+            ms(self.worst_resume_ms),
+            self.worst_heal_at_ms
+                .map_or_else(String::new, |h| format!(" (heal at {h} ms)")),
+            ms(self.fault_gap_ms),
+            self.gap_limit_ms(),
+            ms(self.healthy_gap_ms),
+        )
+    }
+}
+
+/// Node faults (every target a node) as `(start, end)` in ms; unhealed ones end at `end_ms`.
+fn node_faults(faults: &[FaultWindow], end_ms: u64) -> Vec<(u64, u64)> {
+    let mut w: Vec<(u64, u64)> = faults
+        .iter()
+        .filter(|f| !f.targets.is_empty() && f.targets.iter().all(|t| t.starts_with('n')))
+        .map(|f| (f.start_ms, f.end_ms.unwrap_or(end_ms).max(f.start_ms)))
+        .collect();
+    w.sort_unstable();
+    w
+}
+
+/// Grant times of `t` in ms, sorted (every grant: availability is about the lock granting,
+/// whatever the section then did).
+fn grant_times(t: &ModeTimeline) -> Vec<u64> {
+    let mut g: Vec<u64> = t.grants.iter().map(|g| g.start_ms.0 / 1000).collect();
+    g.sort_unstable();
+    g
+}
+
+/// How `t`'s grants went around `faults` in a scenario that ran `end_ms`; `minority`:
+/// whether the node faults were a minority's (their gaps are judged).
+pub fn recovery(faults: &[FaultWindow], t: &ModeTimeline, end_ms: u64, minority: bool) -> Recovery {
+    let windows = node_faults(faults, end_ms);
+    let grants = grant_times(t);
+    let in_fault = |x: u64| windows.iter().any(|&(a, b)| a < x && x < b);
+    let mut r = Recovery::default();
+    for &(_, heal) in &windows {
+        // Another fault still in effect: its own heal is the one to time.
+        if in_fault(heal) || heal >= end_ms {
+            continue;
+        }
+        let next = grants.get(grants.partition_point(|&g| g < heal)).copied();
+        let resume = match next {
+            Some(g) if g - heal <= RESUME_LIMIT_MS => g - heal,
+            _ if end_ms - heal < RESUME_LIMIT_MS => continue,
+            _ => {
+                r.late += 1;
+                RESUME_LIMIT_MS
+            }
+        };
+        r.heals += 1;
+        if r.worst_resume_ms.is_none_or(|w| resume > w) {
+            r.worst_resume_ms = Some(resume);
+            r.worst_heal_at_ms = Some(heal);
+        }
+    }
+    if minority {
+        for &(a, b) in &windows {
+            let mut last = a;
+            let mut gap = 0;
+            for &g in grants.iter().filter(|&&g| a < g && g < b) {
+                gap = gap.max(g - last);
+                last = g;
+            }
+            gap = gap.max(b - last);
+            // Too short a fault to say anything about the lock's pace during it.
+            if b - a >= GAP_FLOOR_MS {
+                r.fault_gap_ms = Some(r.fault_gap_ms.map_or(gap, |m: u64| m.max(gap)));
+            }
+        }
+    }
+    for pair in grants.windows(2) {
+        let (x, y) = (pair[0], pair[1]);
+        let touches_fault = windows.iter().any(|&(a, b)| a < y && x < b);
+        if !touches_fault {
+            let gap = y - x;
+            r.healthy_gap_ms = Some(r.healthy_gap_ms.map_or(gap, |m: u64| m.max(gap)));
+        }
+    }
+    r
+}
 
 /// Node faults lasting at least [`IDLE_FAULT_MIN_MS`] during which `t` shows no grant
 /// whose section was accepted (a section granted before the fault and finished during it
@@ -74,5 +225,68 @@ mod tests {
             fault("w0", 10_000, 13_000),
         ];
         assert_eq!(idle_fault_windows(&faults, &t), 1);
+    }
+
+    fn grants(at: &[u64]) -> ModeTimeline {
+        ModeTimeline {
+            grants: at.iter().map(|&a| grant(a, true)).collect(),
+            ..ModeTimeline::default()
+        }
+    }
+
+    #[test]
+    fn resumes_are_timed_from_each_heal_to_the_next_grant() {
+        // Healthy pace 100 ms; a fault 1-2 s healed with a grant 250 ms later; another
+        // 4-5 s with none for 3.5 s after it; a third healed too close to the end to judge.
+        let t = grants(&[100, 200, 300, 1_100, 2_250, 2_350, 8_500, 8_600]);
+        let faults = [
+            fault("n1", 1_000, 2_000),
+            fault("n2", 4_000, 5_000),
+            fault("n0", 9_000, 9_500),
+        ];
+        let r = recovery(&faults, &t, 10_000, true);
+        assert_eq!(r.heals, 2);
+        assert_eq!(r.late, 1);
+        assert_eq!(r.worst_resume_ms, Some(RESUME_LIMIT_MS));
+        assert_eq!(r.worst_heal_at_ms, Some(5_000));
+        assert_eq!(r.healthy_gap_ms, Some(100));
+    }
+
+    #[test]
+    fn a_heal_inside_another_fault_waits_for_that_ones_heal() {
+        let t = grants(&[100, 3_100]);
+        // n1's heal at 2 s falls inside n2's fault: only n2's heal (3 s) is timed.
+        let faults = [fault("n1", 1_000, 2_000), fault("n2", 1_500, 3_000)];
+        let r = recovery(&faults, &t, 10_000, true);
+        assert_eq!((r.heals, r.late, r.worst_resume_ms), (1, 0, Some(100)));
+    }
+
+    #[test]
+    fn a_minority_fault_that_slows_grants_past_the_healthy_pace_is_a_long_gap() {
+        // Healthy: every 100 ms. During the 1-4 s fault: one grant at 2.5 s, so the longest
+        // stretch without one is 1.5 s, past max(4 × 100 ms, 1 s).
+        let t = grants(&[100, 200, 300, 400, 2_500, 4_010, 4_110]);
+        let r = recovery(&[fault("n1", 1_000, 4_000)], &t, 10_000, true);
+        assert_eq!(r.fault_gap_ms, Some(1_500));
+        assert_eq!(r.gap_limit_ms(), GAP_FLOOR_MS);
+        assert!(r.gap_too_long());
+        // A slow machine (healthy gaps of 500 ms) excuses up to 2 s.
+        let t = grants(&[0, 500, 1_000, 2_500, 4_010, 4_510]);
+        let r = recovery(&[fault("n1", 1_000, 4_000)], &t, 10_000, true);
+        assert_eq!((r.healthy_gap_ms, r.gap_limit_ms()), (Some(500), 2_000));
+        assert!(!r.gap_too_long(), "{r:?}");
+        // Majority faults' gaps are not measured: grants may stop.
+        let r = recovery(&[fault("n1", 1_000, 4_000)], &t, 10_000, false);
+        assert_eq!(r.fault_gap_ms, None);
+    }
+
+    #[test]
+    fn worker_faults_are_not_node_faults() {
+        let t = grants(&[100, 5_000]);
+        let r = recovery(&[fault("w0", 1_000, 2_000)], &t, 10_000, true);
+        assert_eq!(
+            (r.heals, r.fault_gap_ms, r.healthy_gap_ms),
+            (0, None, Some(4_900))
+        );
     }
 }

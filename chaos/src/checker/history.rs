@@ -70,6 +70,10 @@ pub struct Op {
     /// Fencing token of the grant.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fence: Option<u64>,
+    /// Acquire: the owner token stored in the lease's keys (the leak check tells a grant's
+    /// keys from a failed attempt's by it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
     /// End of validity the lock reported (acquire, extend), µs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub valid_until_us: Option<u64>,
@@ -105,6 +109,7 @@ impl Op {
             complete_us,
             section: None,
             fence: None,
+            owner: None,
             valid_until_us: None,
             value: None,
             prev: None,

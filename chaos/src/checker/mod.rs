@@ -8,6 +8,8 @@
 //! - [`stale`]: how many lost increments stale writes can explain.
 //! - [`truth`]: server truth — each grant's reported validity against how long a quorum
 //!   of its keys really lived, by the servers' `PTTL`.
+//! - [`leak`]: keys of attempts that were never granted, left on a node long after the
+//!   attempt should have removed them.
 //! - [`history`]: the history, Jepsen-style: every operation with its invoke and complete
 //!   times, outcome (ok / fail / info) and values; JSON lines.
 //! - [`lost`](mod@lost): lost updates by name, each with the write that erased it, replayed from the
@@ -17,6 +19,7 @@ pub mod availability;
 pub mod exclusion;
 pub mod fence;
 pub mod history;
+pub mod leak;
 pub mod lost;
 pub mod report;
 pub mod stale;

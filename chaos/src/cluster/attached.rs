@@ -283,6 +283,10 @@ impl Cluster for AttachedCluster {
             Verb::Clock if n.clock_file.is_none() => {
                 Err("clock faults need the node's clock_file (a libfaketime timestamp file)".into())
             }
+            Verb::ClockRate => Err(
+                "a clock skew needs the server process's start time (to start the rate without a jump), which an attached stack does not give; run it on a local or Docker cluster"
+                    .into(),
+            ),
             _ => Ok(()),
         }
     }
@@ -348,6 +352,9 @@ impl Cluster for AttachedCluster {
         self.marks()[i].clock = true;
         std::fs::write(file, super::faketime_offset(offset_seconds))
             .map_err(|e| ClusterError::io(format!("writing {}", file.display()), e))
+    }
+    async fn set_clock_rate(&self, node: NodeId, _rate_ppm: i64) -> Result<(), ClusterError> {
+        self.can(Verb::ClockRate, node).map(drop)
     }
     async fn reset_clock(&self, node: NodeId) -> Result<(), ClusterError> {
         let i = check_node(node, self.nodes())?;

@@ -912,6 +912,34 @@ impl Cluster for DockerCluster {
         std::fs::write(&ts, faketime_offset(offset_seconds))
             .map_err(|e| ClusterError::io(format!("writing {}", ts.display()), e))
     }
+    async fn set_clock_rate(&self, node: NodeId, rate_ppm: i64) -> Result<(), ClusterError> {
+        let (i, name) = self.node_name(node)?;
+        let Some(dir) = self.lock()[i].clock_dir.clone() else {
+            return Err(super::no_clock_faults(self.flavour));
+        };
+        // The server is the container's first process; its host pid's /proc entry has its
+        // start time (the engine runs on this host: the Docker backend needs it anyway for
+        // its bind mounts).
+        let info = self
+            .docker
+            .inspect_container(&name, None)
+            .await
+            .map_err(|e| ClusterError::docker(format!("inspecting {name}"), e))?;
+        let pid = info
+            .state
+            .and_then(|s| s.pid)
+            .and_then(|p| u32::try_from(p).ok())
+            .filter(|p| *p > 0)
+            .ok_or(ClusterError::NodeState {
+                node,
+                state: "not running",
+                hint: "start it first: a clock skew needs the running server's start time",
+            })?;
+        let age = super::process_age(pid)?;
+        let ts = dir.join("ts");
+        std::fs::write(&ts, super::faketime_rate_line(age, rate_ppm))
+            .map_err(|e| ClusterError::io(format!("writing {}", ts.display()), e))
+    }
     async fn reset_clock(&self, node: NodeId) -> Result<(), ClusterError> {
         self.set_clock_offset(node, 0).await
     }

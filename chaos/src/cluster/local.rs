@@ -27,8 +27,8 @@ use super::stack::{Control, STACK_VERSION, Stack, StackNode, ToxiproxySection};
 use super::state::{ClusterState, NodeState};
 use super::{
     BackendKind, Cluster, ClusterError, ClusterSpec, DataOnRestart, Flavour, NodeId, ProxyLayer,
-    ProxyPlan, binaries, check_node, faketime_offset, no_clock_faults, ports, proxy_name,
-    redis_url, resp, server_args, worker_addr,
+    ProxyPlan, binaries, check_node, faketime_offset, faketime_rate_line, no_clock_faults, ports,
+    process_age, proxy_name, redis_url, resp, server_args, worker_addr,
 };
 
 const BACKEND: &str = "local";
@@ -564,6 +564,24 @@ impl Cluster for LocalCluster {
         }
         let file = self.lock()[i].faketime_file();
         write_file(&file, &faketime_offset(offset_seconds))
+    }
+    async fn set_clock_rate(&self, node: NodeId, rate_ppm: i64) -> Result<(), ClusterError> {
+        self.ensure_up()?;
+        let i = check_node(node, self.nodes())?;
+        if self.faketime.is_none() {
+            return Err(no_clock_faults(self.flavour));
+        }
+        let (file, pid) = {
+            let n = &self.lock()[i];
+            (n.faketime_file(), n.child.as_ref().map(|c| c.id()))
+        };
+        let pid = pid.ok_or(ClusterError::NodeState {
+            node,
+            state: "killed",
+            hint: "start it first: a clock skew needs the running server's start time",
+        })?;
+        let age = process_age(pid)?;
+        write_file(&file, &faketime_rate_line(age, rate_ppm))
     }
     async fn reset_clock(&self, node: NodeId) -> Result<(), ClusterError> {
         self.set_clock_offset(node, 0).await

@@ -420,6 +420,8 @@ pub enum Verb {
     Disconnect,
     /// Shift the node's clock.
     Clock,
+    /// Make the node's clock run fast or slow (needs the server's start time).
+    ClockRate,
     /// Anything through the node's proxy (partition, black hole, latency).
     Proxy,
 }
@@ -433,6 +435,7 @@ impl Verb {
             Verb::RestartWipe => "amnesia",
             Verb::Disconnect => "network partition",
             Verb::Clock => "clock jump",
+            Verb::ClockRate => "clock skew",
             Verb::Proxy => "proxy fault",
         }
     }
@@ -503,7 +506,15 @@ pub trait Cluster: fmt::Debug + Send + Sync {
         node: NodeId,
         offset_seconds: i64,
     ) -> impl Future<Output = Result<(), ClusterError>> + Send;
-    /// Remove any clock offset.
+    /// Run the node's wall clock at `1 + rate_ppm / 10⁶` times real time from now on, with
+    /// no jump (Valkey only: libfaketime's rate, with an offset that cancels what the rate
+    /// would add for the time the server has run). Heal: [`Cluster::reset_clock`].
+    fn set_clock_rate(
+        &self,
+        node: NodeId,
+        rate_ppm: i64,
+    ) -> impl Future<Output = Result<(), ClusterError>> + Send;
+    /// Remove any clock offset or rate.
     fn reset_clock(&self, node: NodeId) -> impl Future<Output = Result<(), ClusterError>> + Send;
     /// Remove everything this cluster created. Idempotent.
     fn down(&self) -> impl Future<Output = Result<(), ClusterError>> + Send;
@@ -643,6 +654,9 @@ impl Cluster for AnyCluster {
     ) -> Result<(), ClusterError> {
         delegate!(self, c => c.set_clock_offset(node, offset_seconds).await)
     }
+    async fn set_clock_rate(&self, node: NodeId, rate_ppm: i64) -> Result<(), ClusterError> {
+        delegate!(self, c => c.set_clock_rate(node, rate_ppm).await)
+    }
     async fn reset_clock(&self, node: NodeId) -> Result<(), ClusterError> {
         delegate!(self, c => c.reset_clock(node).await)
     }
@@ -687,14 +701,49 @@ pub(crate) fn no_clock_faults(flavour: Flavour) -> ClusterError {
     }
 }
 
-/// Contents of a libfaketime timestamp file for a relative offset.
+/// Contents of a libfaketime timestamp file for a relative offset at the real rate (the
+/// rate is always written: libfaketime keeps the last one it read when a line has none).
 pub(crate) fn faketime_offset(offset_seconds: i64) -> String {
-    // libfaketime reads "+Ns"/"-Ns" as an offset relative to the real clock.
-    if offset_seconds >= 0 {
-        format!("+{offset_seconds}s\n")
-    } else {
-        format!("{offset_seconds}s\n")
-    }
+    faketime_line(offset_seconds as f64, 1.0)
+}
+
+/// A libfaketime timestamp-file line: the clock reads `start + offset + (now − start) ×
+/// rate`, where `start` is when the server process loaded libfaketime.
+pub(crate) fn faketime_line(offset_seconds: f64, rate: f64) -> String {
+    format!("{offset_seconds:+.6}s x{rate:.6}\n")
+}
+
+/// The line that makes a server that has run `age` seconds under libfaketime run at
+/// `1 + rate_ppm / 10⁶` from now on without a jump: an offset of `−age × (rate − 1)` cancels
+/// what the rate adds for the time already run.
+pub(crate) fn faketime_rate_line(age_seconds: f64, rate_ppm: i64) -> String {
+    let extra = rate_ppm as f64 / 1e6;
+    faketime_line(-age_seconds * extra, 1.0 + extra)
+}
+
+/// Seconds process `pid` has run, from `/proc/<pid>/stat` (its start in clock ticks since
+/// boot; Linux reports them in USER_HZ, 100 a second: 10 ms resolution, which costs a skew
+/// of 1 % a jump of 0.1 ms) and `CLOCK_BOOTTIME`.
+pub(crate) fn process_age(pid: u32) -> Result<f64, ClusterError> {
+    const USER_HZ: f64 = 100.0;
+    let path = format!("/proc/{pid}/stat");
+    let stat = std::fs::read_to_string(&path)
+        .map_err(|e| ClusterError::io(format!("reading {path}"), e))?;
+    // The command name (field 2) may hold spaces and parentheses: count after the last ')'.
+    let start_ticks = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().nth(19))
+        .and_then(|t| t.parse::<u64>().ok())
+        .ok_or_else(|| {
+            ClusterError::io(
+                format!("reading the start time (field 22) of {path}"),
+                std::io::Error::new(std::io::ErrorKind::InvalidData, stat.trim().to_owned()),
+            )
+        })?;
+    let now = nix::time::clock_gettime(nix::time::ClockId::CLOCK_BOOTTIME)
+        .map_err(|e| ClusterError::io("reading CLOCK_BOOTTIME", std::io::Error::from(e)))?;
+    let now = now.tv_sec() as f64 + now.tv_nsec() as f64 / 1e9;
+    Ok((now - start_ticks as f64 / USER_HZ).max(0.0))
 }
 
 /// Server arguments common to both backends. Data lives in `dir`; AOF with fsync on every

@@ -12,6 +12,7 @@
 //! - [`signals`]: SIGINT, SIGTERM and SIGHUP, which every command that starts something
 //!   turns into its ordinary clean-up.
 //! - [`environment`]: the environment variables `chaos` reads, as `--help` lists them.
+//! - [`stdout`]: output that ends quietly when its reader goes away (`| head`).
 
 pub mod checks;
 pub mod environment;
@@ -21,6 +22,7 @@ pub mod images;
 pub mod lock;
 pub mod run;
 pub mod signals;
+pub mod stdout;
 
 use std::time::Duration;
 

@@ -65,7 +65,7 @@ pub struct RunArgs {
     /// `full-validity`, `unchecked-release`, `no-node-deadline` (for proving the checker).
     #[arg(long, value_parser = LockKind::parse, default_value = "ours")]
     pub lock: LockKind,
-    /// Attach to the deployment this stack file describes (TOML; see the README's "Running
+    /// Attach to the deployment this stack file describes (TOML; see docs/rig.md, "Running
     /// against your own deployment") instead of bringing a cluster up. Node faults its
     /// controls cannot apply make their scenarios not applicable.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["backend", "nodes", "flavour"])]
@@ -156,7 +156,7 @@ pub async fn run(args: RunArgs) -> u8 {
     }
     if args.json {
         match serde_json::to_string_pretty(&report) {
-            Ok(j) => println!("{j}"),
+            Ok(j) => crate::outln!("{j}"),
             Err(e) => {
                 eprintln!("chaos run: {e}");
                 return Outcome::Unknown.exit_code().max(report.verdict.exit_code());

@@ -48,6 +48,15 @@ impl LockKind {
         }
     }
 
+    /// The key it stores a lock on `resource` under, as [`LockUnderTest::build`] builds it
+    /// (ours prefixes `resource:`; the others use the resource as it is).
+    pub fn key(self, resource: &str) -> String {
+        match self {
+            LockKind::Ours => format!("{resource}:{resource}"),
+            LockKind::Plain(_) | LockKind::Rslock => resource.to_owned(),
+        }
+    }
+
     /// Whether its grants carry fencing tokens (the fenced modes run only then).
     pub fn fences(self) -> bool {
         !matches!(self, LockKind::Rslock)

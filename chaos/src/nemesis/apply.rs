@@ -7,6 +7,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use super::clock_check;
 use super::connection;
 use super::error::NemesisError;
 use super::fault::{Fault, PartitionVia, Target, WorkerId};
@@ -37,6 +38,11 @@ fn cluster_err(
         action,
         source: Box::new(source),
     }
+}
+
+fn clock_err(verb: &str, fault: &Fault, node: NodeId) -> impl FnOnce(String) -> NemesisError {
+    let action = format!("{verb} {fault} on {node}");
+    move |observed| NemesisError::ClockNotMoved { action, observed }
 }
 
 fn proxy_err(
@@ -130,10 +136,31 @@ pub async fn apply<C: Cluster>(
             .await
             .map(drop)
             .map_err(proxy_err("apply", fault, node, &proxy)),
-        Fault::ClockJump { offset_s } => cluster
-            .set_clock_offset(node, offset_s)
-            .await
-            .map_err(e("apply")),
+        Fault::ClockJump { offset_s } => {
+            cluster
+                .set_clock_offset(node, offset_s)
+                .await
+                .map_err(e("apply"))?;
+            let url = cluster.admin_url(node).map_err(e("apply"))?;
+            clock_check::expect_offset(&url, offset_s as f64)
+                .await
+                .map(drop)
+                .map_err(clock_err("apply", fault, node))
+        }
+        Fault::ClockSkew { rate_ppm } => {
+            cluster
+                .set_clock_rate(node, rate_ppm)
+                .await
+                .map_err(e("apply"))?;
+            // No jump, then the rate asked for.
+            let url = cluster.admin_url(node).map_err(e("apply"))?;
+            let first = clock_check::expect_offset(&url, 0.0)
+                .await
+                .map_err(clock_err("apply", fault, node))?;
+            clock_check::expect_rate(&url, first, rate_ppm)
+                .await
+                .map_err(clock_err("apply", fault, node))
+        }
         Fault::ClientStall => Err(NemesisError::InvalidSchedule {
             index: 0,
             fault: fault.name(),
@@ -197,7 +224,14 @@ pub async fn heal<C: Cluster>(
                 .await,
         )
         .map_err(proxy_err("heal", fault, node, &proxy)),
-        Fault::ClockJump { .. } => cluster.reset_clock(node).await.map_err(e("heal")),
+        Fault::ClockJump { .. } | Fault::ClockSkew { .. } => {
+            cluster.reset_clock(node).await.map_err(e("heal"))?;
+            let url = cluster.admin_url(node).map_err(e("heal"))?;
+            clock_check::expect_offset(&url, 0.0)
+                .await
+                .map(drop)
+                .map_err(clock_err("heal", fault, node))
+        }
         Fault::ClientStall => Ok(()),
     }
 }

@@ -40,6 +40,17 @@ pub enum NemesisError {
         #[source]
         source: Box<ClusterError>,
     },
+    /// A clock fault or its heal did not move the node's clock as asked (its `TIME` says):
+    /// the scenario would have run without the fault.
+    #[error(
+        "{action}: the node's clock did not move as asked: {observed}. Is libfaketime loaded under the server (LD_PRELOAD) and reading this clock file?"
+    )]
+    ClockNotMoved {
+        /// What was being done, e.g. "apply clock-jump (+20 s) on n1".
+        action: String,
+        /// What the node's clock read instead.
+        observed: String,
+    },
     /// The proxy API refused a fault or its heal.
     #[error("{action}: {source}")]
     Proxy {

@@ -11,6 +11,7 @@
 //! | `Slow` | proxy latency toxic (downstream) | remove it |
 //! | `Connection` | one proxy toxic on the lock's connections ([`super::connection`]) | remove it |
 //! | `ClockJump` | libfaketime offset (Valkey) | offset 0 |
+//! | `ClockSkew` | libfaketime rate, no jump (Valkey; local, Docker) | offset 0, rate 1 |
 //! | `ClientStall` | the workload stalls the worker | the workload resumes it |
 //!
 //! `RestartWipe` keeps the node down for the whole window and brings it back empty at the
@@ -83,6 +84,14 @@ pub enum Fault {
         /// Seconds; positive jumps forward (keys expire early).
         offset_s: i64,
     },
+    /// The node's wall clock runs `rate_ppm` parts per million fast (positive) or slow from
+    /// the moment it is applied, without a jump (Valkey only; the local and Docker backends,
+    /// which know the server's start); heal: the real clock again, a jump back (or forward)
+    /// by what it gained (or lost).
+    ClockSkew {
+        /// Parts per million: 10,000 runs 1 % fast.
+        rate_ppm: i64,
+    },
     /// A worker stops for the window (GC pause, swapped out); applied by the workload
     /// through [`super::WorkerControl`]; targets are workers.
     ClientStall,
@@ -101,6 +110,7 @@ impl Fault {
             Fault::Slow { .. } => "slow",
             Fault::Connection(c) => c.kind().name(),
             Fault::ClockJump { .. } => "clock-jump",
+            Fault::ClockSkew { .. } => "clock-skew",
             Fault::ClientStall => "client-stall",
         }
     }
@@ -135,6 +145,7 @@ impl Fault {
             | Fault::Slow { .. }
             | Fault::Connection(_) => Verb::Proxy,
             Fault::ClockJump { .. } => Verb::Clock,
+            Fault::ClockSkew { .. } => Verb::ClockRate,
             Fault::ClientStall => return None,
         })
     }
@@ -154,6 +165,7 @@ impl fmt::Display for Fault {
                 jitter_ms,
             } => write!(f, "slow ({latency_ms}±{jitter_ms} ms)"),
             Fault::ClockJump { offset_s } => write!(f, "clock-jump ({offset_s:+} s)"),
+            Fault::ClockSkew { rate_ppm } => write!(f, "clock-skew ({rate_ppm:+} ppm)"),
             Fault::Connection(c) => c.fmt(f),
             other => f.write_str(other.name()),
         }

@@ -10,6 +10,7 @@
 //!   [`WorkerControl`], how client-side faults reach the workload.
 //! - [`runner`]: [`Nemesis`], which plays a schedule on a tokio timeline, records when each
 //!   fault was really applied and healed, and heals whatever is active on every exit path.
+//! - [`clock_check`]: after every clock fault and heal, the node's `TIME` against ours.
 //! - [`error`]: what can go wrong ([`NemesisError`]).
 //!
 //! The named recipes that produce schedules live in [`crate::scenario`].
@@ -17,6 +18,7 @@
 //! [`Cluster`]: crate::cluster::Cluster
 
 pub mod apply;
+pub mod clock_check;
 pub mod connection;
 pub mod error;
 pub mod fault;

@@ -123,7 +123,8 @@ impl Schedule {
                     "network partitions need the docker backend; use PartitionVia::Proxy".into(),
                 ));
             }
-            if matches!(sf.fault, Fault::ClockJump { .. }) && !caps.flavour.supports_clock_faults()
+            if matches!(sf.fault, Fault::ClockJump { .. } | Fault::ClockSkew { .. })
+                && !caps.flavour.supports_clock_faults()
             {
                 return Err(bad(format!(
                     "clock faults are not supported on {}; use --flavour valkey",

@@ -124,7 +124,7 @@ fn scenario(out: &mut String, i: usize, s: &ScenarioReport) {
         out,
         "<section class=\"scenario {w}\" id=\"{}\"><div class=\"head\"><h2>{}</h2>{}</div>\
          <p class=\"meta\">{}</p><p class=\"meta\"><b>Expected:</b> {}</p>\
-         <p class=\"meta\">seed <code>{}</code> · planned {} s · {} faults</p><ul class=\"reasons\">",
+         <p class=\"meta\">seed <code>{}</code> · planned {} s · {} faults{}</p><ul class=\"reasons\">",
         anchor(i),
         escape(&s.name),
         badge(s.verdict.outcome),
@@ -133,6 +133,11 @@ fn scenario(out: &mut String, i: usize, s: &ScenarioReport) {
         s.seed,
         s.duration_ms as f64 / 1000.0,
         s.faults.len(),
+        if s.clients.is_empty() {
+            String::new()
+        } else {
+            format!(" · clients: {}", escape(&s.clients))
+        },
     );
     for r in &s.verdict.reasons {
         let _ = write!(out, "<li>{}</li>", escape(r));
@@ -211,13 +216,14 @@ fn summary_table(out: &mut String, s: &ScenarioReport, modes: &[&str]) {
          <th>lost %</th><th>stale writes</th><th>rejected</th><th>abandoned</th>\
          <th>violations</th><th>token regressions</th><th>pauses</th><th>acquires</th>\
          <th>failed</th><th>errors</th><th>p50</th><th>p99</th><th>stalls</th>\
-         <th>idle faults</th><th>final value</th></tr></thead><tbody>",
+         <th>idle faults</th><th>slowest resume</th><th>final value</th></tr></thead><tbody>",
     );
     for mode in modes {
         let Some(m) = s.modes.get(*mode) else {
             continue;
         };
         let ModeReport {
+            lock: _,
             sections,
             lost,
             rejected,
@@ -238,7 +244,13 @@ fn summary_table(out: &mut String, s: &ScenarioReport, modes: &[&str]) {
             unexplained_losses: _,
             indeterminate_writes: _,
             server_truth: _,
+            validity_cuts: _,
+            leaks: _,
+            recovery,
         } = m;
+        let resume = recovery
+            .worst_resume_ms
+            .map_or_else(|| "–".into(), |r| format!("{r} ms"));
         let (lost, final_value) = (or_unknown(*lost), or_unknown(*final_value));
         let bad = |b: bool| if b { " class=\"bad\"" } else { "" };
         let _ = write!(
@@ -247,7 +259,7 @@ fn summary_table(out: &mut String, s: &ScenarioReport, modes: &[&str]) {
              <td{}>{stale_writes}</td><td>{rejected}</td><td>{abandoned}</td>\
              <td{}>{exclusion_violations}</td><td{}>{fence_regressions}</td><td>{pauses}</td>\
              <td>{acquire_attempts}</td><td>{acquire_failures}</td>\
-             <td>{acquire_errors}</td><td>{}</td><td>{}</td><td>{stalls}</td><td{}>{idle_fault_windows}</td><td>{final_value}</td></tr>",
+             <td>{acquire_errors}</td><td>{}</td><td>{}</td><td>{stalls}</td><td{}>{idle_fault_windows}</td><td{}>{resume}</td><td>{final_value}</td></tr>",
             escape(mode),
             escape(mode),
             bad(m.lost != Some(0)),
@@ -258,6 +270,7 @@ fn summary_table(out: &mut String, s: &ScenarioReport, modes: &[&str]) {
             ms(*acquire_p50_us),
             ms(*acquire_p99_us),
             bad(*idle_fault_windows > 0),
+            bad(recovery.late > 0),
         );
     }
     out.push_str("</tbody></table>");

@@ -99,7 +99,8 @@ fn summary(m: &ModeReport) -> String {
     format!(
         "sections={} lost={} rejected={} exclusion_violations={} acquire_attempts={} \
          acquire_failures={} acquire_errors={} acquire_p50_us={} acquire_p99_us={} stalls={} final_value={} \
-         lost_share={:.4} abandoned={} stale_writes={} fence_regressions={} pauses={} idle_fault_windows={}",
+         lost_share={:.4} abandoned={} stale_writes={} fence_regressions={} pauses={} idle_fault_windows={} \
+         late_resumes={}",
         m.sections,
         or_unknown(m.lost),
         m.rejected,
@@ -116,6 +117,7 @@ fn summary(m: &ModeReport) -> String {
         m.stale_writes,
         m.fence_regressions,
         m.pauses,
-        m.idle_fault_windows
+        m.idle_fault_windows,
+        m.recovery.late
     )
 }

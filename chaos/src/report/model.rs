@@ -16,6 +16,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::checker::availability::Recovery;
+use crate::checker::leak::LeakSummary;
 use crate::checker::truth::TruthSummary;
 
 pub use crate::checker::lost::{Culprit, LostUpdate};
@@ -118,6 +120,11 @@ pub struct ScenarioReport {
     pub seed: u64,
     /// Planned length.
     pub duration_ms: u64,
+    /// How the workers reached the nodes: `per-worker` (each its own lock client),
+    /// `shared` (one client per mode) or `processes` (each worker a process of its own);
+    /// empty in reports written before it was recorded.
+    #[serde(default)]
+    pub clients: String,
     /// Faults as actually applied and healed.
     pub faults: Vec<FaultWindow>,
     /// Per mode: `none`, `write_only`, `claim_first`.
@@ -152,6 +159,10 @@ pub struct FaultWindow {
 /// The summary of one mode in one scenario.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModeReport {
+    /// The lock this mode ran on (`ours`, `plain`, ...): the lock under test, or the
+    /// rig's plain lock for a must-show scenario's canary (`none`); empty in older reports.
+    #[serde(default)]
+    pub lock: String,
     /// Critical sections that completed (their write was accepted).
     pub sections: u64,
     /// `sections − final counter value`: increments that vanished; `null` when the final
@@ -212,7 +223,24 @@ pub struct ModeReport {
     /// lived, by the servers' `PTTL` ([`crate::checker::truth`]).
     #[serde(default)]
     pub server_truth: TruthSummary,
+    /// Keys of never-granted attempts left on a node long after the attempt should have
+    /// removed them ([`crate::checker::leak`]).
+    #[serde(default)]
+    pub leaks: LeakSummary,
+    /// Renewed grants whose renewer announced a validity (`status()`: held until *t*) and
+    /// later a shorter one while still holding: a holder that read the first worked past
+    /// the keys' end. Watched every [`RENEWAL_WATCH_TICK_MS`] through each renewed section.
+    #[serde(default)]
+    pub validity_cuts: u64,
+    /// How soon grants resumed after each heal, and the longest gap between grants during a
+    /// minority fault against the same mode's healthy pace ([`crate::checker::availability`]).
+    #[serde(default)]
+    pub recovery: Recovery,
 }
+
+/// How often a renewed section reads its renewer's `status()` for
+/// [`ModeReport::validity_cuts`].
+pub const RENEWAL_WATCH_TICK_MS: u64 = 5;
 
 /// Shortest fault window [`ModeReport::idle_fault_windows`] looks at: long enough for
 /// many sections of any scenario (and a few of `latency`'s long ones).

@@ -53,7 +53,7 @@ pub(crate) fn fault_color(kind: &str) -> &'static str {
         "freeze" | "pause" => "#9467bd",
         "partition" => "#8c564b",
         "slow" | "latency" => "#17becf",
-        "clock-jump" | "clock" => "#bcbd22",
+        "clock-jump" | "clock-skew" | "clock" => "#bcbd22",
         "client-stall" | "stall" | "client-pause" => "#e377c2",
         _ => "#a0a0a0",
     }
@@ -65,6 +65,6 @@ pub(crate) const FAULT_KINDS: [(&str, &str); 6] = [
     ("freeze", "#9467bd"),
     ("partition", "#8c564b"),
     ("slow", "#17becf"),
-    ("clock-jump", "#bcbd22"),
+    ("clock-jump / skew", "#bcbd22"),
     ("client-stall / pause", "#e377c2"),
 ];

@@ -285,6 +285,7 @@ mod tests {
             expected: String::new(),
             seed: 1,
             duration_ms: 60_000,
+            clients: String::new(),
             faults: vec![],
             modes: BTreeMap::new(),
             verdict: Verdict {
@@ -323,6 +324,7 @@ mod tests {
             expected: String::new(),
             seed: 0,
             duration_ms: 0,
+            clients: String::new(),
             faults: vec![],
             modes: BTreeMap::new(),
             verdict: Verdict {

@@ -37,8 +37,42 @@ use super::truth::TruthReader;
 use crate::checker::history::{Op, OpKind, OpOutcome};
 use crate::checker::truth::GrantTruth;
 use crate::lockut::{Lease, LockUnderTest};
+use crate::report::model::RENEWAL_WATCH_TICK_MS;
 use crate::workload::Mode;
 use crate::workload::ledger::{Ledger, State, section_id};
+
+/// The validities a renewer announced, as a renewed section sees them.
+#[derive(Debug)]
+struct AnnouncedValidity {
+    /// The latest end announced so far.
+    latest: Instant,
+    /// The largest cut seen: how much earlier than `latest` a later announcement ended.
+    worst: Option<Duration>,
+}
+
+impl AnnouncedValidity {
+    /// Starting from the lease's validity when it was handed to the renewer.
+    fn new(at_start: Instant) -> Self {
+        AnnouncedValidity {
+            latest: at_start,
+            worst: None,
+        }
+    }
+
+    /// What `status()` says now (`None`: lost — the end of announcements, not a cut).
+    fn saw(&mut self, held_until: Option<Instant>) {
+        let Some(end) = held_until else { return };
+        if end < self.latest {
+            let cut = self.latest - end;
+            self.worst = Some(self.worst.map_or(cut, |w| w.max(cut)));
+        }
+        self.latest = self.latest.max(end);
+    }
+
+    fn worst_cut(&self) -> Option<Duration> {
+        self.worst
+    }
+}
 
 /// Longest single waiting acquire; a worker retries after it (recording the failure).
 pub const DEFAULT_ACQUIRE_WAIT: Duration = Duration::from_secs(1);
@@ -130,6 +164,10 @@ pub enum WorkerEvent {
         /// What the servers said of its keys right after the grant (none: not read).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         truth: Option<GrantTruth>,
+        /// A renewed grant's largest cut of an announced validity while held, in µs
+        /// (none: never cut, or not renewed).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        validity_cut_us: Option<u64>,
     },
     /// The worker, holding a lease, is about to stop itself (`SIGSTOP`); the runner resumes
     /// it `resume_after_us` later.
@@ -251,6 +289,7 @@ pub async fn run_worker(
                 let section = section_id(worker, sections);
                 let mut op = acquire(OpOutcome::Ok).section(section);
                 op.fence = g.fence;
+                op.owner = Some(String::from_utf8_lossy(lease.owner().1).into_owned());
                 op.valid_until_us = Some(clock.us(g.valid_until));
                 emit(WorkerEvent::Op(op));
                 emit(WorkerEvent::Acquire {
@@ -389,6 +428,7 @@ impl Held<'_> {
             done_us: self.clock.us(done),
             outcome: *outcome.as_ref().unwrap_or(&GrantOutcome::Indeterminate),
             truth,
+            validity_cut_us: None,
         });
         let invoke = Instant::now();
         // Not needed for safety: keys we could not delete expire with the TTL.
@@ -433,7 +473,23 @@ impl Held<'_> {
             LeaseStatus::Held { valid_until } => Some(valid_until),
             _ => None,
         };
-        let outcome = self.section(fence, valid_until, &held, emit).await;
+        // Beside the section: every validity the renewer announces while it holds must be
+        // at least the last one (the holder may be working on that one).
+        let mut announced = AnnouncedValidity::new(valid_until);
+        let outcome = {
+            let section = self.section(fence, valid_until, &held, emit);
+            tokio::pin!(section);
+            let mut tick = tokio::time::interval(Duration::from_millis(RENEWAL_WATCH_TICK_MS));
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    biased;
+                    outcome = &mut section => break outcome,
+                    _ = tick.tick() => announced.saw(held()),
+                }
+            }
+        };
+        announced.saw(held());
         let done = Instant::now();
         let known = held();
         let truth = match (known, self.truth.take()) {
@@ -463,6 +519,7 @@ impl Held<'_> {
                 .as_ref()
                 .map_or(GrantOutcome::Indeterminate, |(o, _)| *o),
             truth,
+            validity_cut_us: announced.worst_cut().map(us),
         });
         let invoke = Instant::now();
         let report = renewing.release().await;
@@ -601,6 +658,23 @@ impl Held<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_shorter_announcement_while_held_is_a_cut_and_a_loss_is_not() {
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let mut a = AnnouncedValidity::new(at(400));
+        for seen in [Some(at(400)), Some(at(450)), None, Some(at(500))] {
+            a.saw(seen);
+        }
+        assert_eq!(a.worst_cut(), None);
+        // Renewed with the short TTL at once: 400 announced, then 260, then 300.
+        let mut a = AnnouncedValidity::new(at(400));
+        for seen in [Some(at(260)), Some(at(300)), Some(at(520))] {
+            a.saw(seen);
+        }
+        assert_eq!(a.worst_cut(), Some(Duration::from_millis(140)));
+    }
 
     #[test]
     fn work_to_validity_leaves_the_write_its_allowance_and_no_more_than_the_margin() {

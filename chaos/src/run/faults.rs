@@ -65,6 +65,9 @@ fn detail(rec: &FaultRecord, processes: bool) -> String {
             ConnectionFault::MuteReplies => "requests arrive, replies dropped".into(),
         },
         Fault::ClockJump { offset_s } => format!("offset {offset_s:+}s"),
+        Fault::ClockSkew { rate_ppm } => {
+            format!("runs x{:.3} (no jump)", 1.0 + rate_ppm as f64 / 1e6)
+        }
         Fault::ClientStall if processes => "SIGSTOP of this worker's process in every mode".into(),
         Fault::ClientStall => "worker stalled".into(),
     }

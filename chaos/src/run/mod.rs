@@ -17,6 +17,9 @@
 //!   restarted empty on its grants.
 //! - [`faults`]: the nemesis's records as the report's fault windows.
 //! - [`clock`]: the run's one clock (`CLOCK_MONOTONIC`) across processes.
+//! - [`truth`]: server truth read by each worker right after its grants.
+//! - [`leaks`]: the runner's watch of every mode's lock key on every node, for keys of
+//!   failed attempts left behind.
 //! - [`record`]: events → [`ModeReport`] and timeline.
 //! - [`verdict`]: expectation × mode reports → [`Verdict`].
 //! - [`table`]: the text table `chaos run` prints.
@@ -28,6 +31,7 @@
 pub mod chaos_workload;
 pub mod clock;
 pub mod faults;
+pub mod leaks;
 pub mod needs;
 pub mod pause;
 pub mod play;
@@ -255,6 +259,7 @@ fn unknown(s: &Scenario, cfg: &RunConfig, reason: String) -> ScenarioReport {
         expected: s.expectation.describe().into(),
         seed: suite::scenario_seed(cfg.seed, s),
         duration_ms: u64::try_from(cfg.duration.as_millis()).unwrap_or(u64::MAX),
+        clients: String::new(),
         faults: Vec::new(),
         modes: Default::default(),
         verdict: Verdict {

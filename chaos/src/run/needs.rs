@@ -5,6 +5,7 @@
 //! | needs | which scenarios | why |
 //! |---|---|---|
 //! | TTL longer than a section's work plus the drift allowance | every scenario with fixed work (5 ms, or its own, e.g. 100 ms in `clock-jump-majority`) | the validity left after the work is what `checked` writes under; none left: no section ever completes |
+//! | every amnesia (`restart-wipe`) window at least 1.5 × the TTL ([`minimum_duration`] for a recipe's share of the run; the TTL against its cap) | scenarios that judge the lock with amnesia in them (`amnesia-restart`: 6 s at the 200 ms TTL) | the lock promises to hold only for nodes kept out longer than the TTL (`fenced_redlock::fence`, "What breaks it"); a shorter window is the within-the-TTL case, which `amnesia-split` shows |
 //! | 2 workers per mode or more | must-show scenarios | an anomaly needs a second holder: one worker alone cannot overlap or overwrite itself |
 //! | an odd number of nodes | `amnesia-split` | the victim holds a bare majority; the emptied node plus the N − quorum nodes it never reached make a majority only when N is odd |
 //! | [`split_minimum`] | `amnesia-split` | restarts go round the four modes; `none` may be served last |
@@ -25,7 +26,7 @@ use fenced_redlock::validity;
 
 use super::pause::PAUSE_TTLS;
 use super::split::{COOLDOWN, SPLIT_TTL};
-use crate::scenario::{Anomaly, Expectation, Scenario, Shape, Work};
+use crate::scenario::{Anomaly, Expectation, FaultSpec, Scenario, Shape, Work};
 use crate::workload::Mode;
 
 /// The slowest a mode completes sections in `client-pause` (each pause stalls its lock for
@@ -58,6 +59,21 @@ pub fn check(
             ));
         }
     }
+    // However long the run: a window's cap (or a timeline entry) shorter than the TTL
+    // needs. Runs too short for the fractions are `minimum_duration`'s.
+    let out = amnesia_out(ttl);
+    if promises(scenario.expectation)
+        && let Some(longest) = shortest_amnesia(scenario, Duration::MAX)
+        && longest < out
+    {
+        return Err(format!(
+            "--ttl {}: `{name}` keeps a node out for as little as {} before it comes back empty, and is judged as a restart kept out longer than the TTL (the lock must hold) only when every one lasts 1.5 × the TTL ({}) or more; use --ttl {} or less",
+            fmt(ttl),
+            fmt(longest),
+            fmt(out),
+            fmt(longest.saturating_mul(2) / 3)
+        ));
+    }
     let Expectation::MustShow(anomaly) = scenario.expectation else {
         return Ok(());
     };
@@ -78,9 +94,65 @@ pub fn check(
     Ok(())
 }
 
+/// Whether `expectation` asks the lock to hold (rather than allowing violations or
+/// requiring an anomaly).
+fn promises(expectation: Expectation) -> bool {
+    matches!(
+        expectation,
+        Expectation::SafeAndAvailable | Expectation::UnavailableButSafe | Expectation::LockHolds
+    )
+}
+
+/// How long an amnesic node must stay out for the lock to promise anything: 1.5 × the TTL
+/// (the docs ask for longer than the TTL; the half is room for the nemesis's timing).
+fn amnesia_out(ttl: Duration) -> Duration {
+    ttl.saturating_mul(3) / 2
+}
+
+/// The shortest run whose recipe windows keep an amnesic node out for [`amnesia_out`]:
+/// the window's smallest share of the run must reach it (zero without amnesia).
+fn amnesia_minimum(scenario: &Scenario, ttl: Duration) -> Duration {
+    let wipe = |f: &FaultSpec| matches!(f, FaultSpec::RestartWipe {});
+    scenario
+        .recipe
+        .iter()
+        .filter(|r| r.faults.iter().any(wipe) && r.window.on.lo > 0.0)
+        .map(|r| amnesia_out(ttl).div_f64(r.window.on.lo.min(1.0)))
+        .max()
+        .unwrap_or(Duration::ZERO)
+}
+
+/// The shortest time a node of `scenario` stays down before it comes back empty
+/// (`restart-wipe`) in a run of `duration`; `None`: it never does.
+fn shortest_amnesia(scenario: &Scenario, duration: Duration) -> Option<Duration> {
+    let wipe = |f: &FaultSpec| matches!(f, FaultSpec::RestartWipe {});
+    let recipe = scenario
+        .recipe
+        .iter()
+        .filter(|r| r.faults.iter().any(wipe))
+        .map(|r| {
+            // As the window generator draws it: at least `on.lo` of the run, at most `max_on`.
+            let lo = Duration::from_millis(
+                (duration.as_millis().min(u128::from(u64::MAX)) as f64
+                    * r.window.on.lo.clamp(0.0, 1.0)) as u64,
+            );
+            lo.min(r.window.max_on)
+        });
+    let timeline = scenario
+        .timeline
+        .iter()
+        .flatten()
+        .filter(|t| wipe(&t.fault))
+        .map(|t| t.end.saturating_sub(t.start));
+    recipe.chain(timeline).min()
+}
+
 /// The shortest run in which `scenario` can show what it must (zero for the expectations
 /// judged on whatever the run did), in whole seconds.
 pub fn minimum_duration(scenario: &Scenario, workers: usize, ttl: Duration) -> Duration {
+    if promises(scenario.expectation) {
+        return round_up_to_second(amnesia_minimum(scenario, ttl));
+    }
     let Expectation::MustShow(anomaly) = scenario.expectation else {
         return Duration::ZERO;
     };
@@ -185,6 +257,27 @@ mod tests {
         assert!(minimum_duration(pause, 3, Duration::from_secs(10)) > Duration::from_secs(30));
         let kill = find("kill-minority").expect("built-in");
         assert_eq!(minimum_duration(kill, 3, TTL), Duration::ZERO);
+    }
+
+    #[test]
+    fn amnesia_judged_as_safe_keeps_its_node_out_longer_than_the_ttl() {
+        let amnesia = find("amnesia-restart").expect("built-in");
+        // 1.5 × 200 ms over the windows' smallest share of the run, 5 %.
+        assert_eq!(minimum_duration(amnesia, 3, TTL), Duration::from_secs(6));
+        assert!(check(amnesia, &shape(6, 5, 3), TTL, WORK).is_ok());
+        // No run is long enough when the windows' 1.5 s cap is under 1.5 × the TTL.
+        let e = check(
+            amnesia,
+            &shape(600, 5, 3),
+            Duration::from_millis(1100),
+            WORK,
+        )
+        .expect_err("ttl 1.1 s");
+        assert!(e.contains("use --ttl 1s or less"), "{e}");
+        // Where violations are allowed, nothing is asked.
+        let mut allowed = amnesia.clone();
+        allowed.expectation = Expectation::MayViolateFencingHolds;
+        assert_eq!(minimum_duration(&allowed, 3, TTL), Duration::ZERO);
     }
 
     #[test]

@@ -13,7 +13,7 @@
 //! 4. Workers stop starting sections at t = duration; wait for them (bounded), read each
 //!    row and its log, and compute each mode's report, the history and the verdict.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -25,19 +25,22 @@ use super::Env;
 use super::chaos_workload::{DEFAULT_ACQUIRE_WAIT, WorkerEvent, WorkerSpec, run_worker};
 use super::clock::{ScenarioClock, monotonic_ns};
 use super::faults::fault_windows;
+use super::leaks;
 use super::pause::PausePlan;
 use super::record::{FinalRead, ModeRecord};
 use super::split;
 use super::suite;
-use super::verdict::verdict;
+use super::verdict::verdict_for;
 use super::worker_proc::{self, ProcessControl};
-use crate::checker::availability::idle_fault_windows;
+use crate::checker::availability::{idle_fault_windows, recovery};
+use crate::checker::history::OpKind;
+use crate::checker::leak;
 use crate::cluster::{Cluster, NodeId, Verb};
-use crate::lockut::{LockKind, LockUnderTest};
+use crate::lockut::{LockKind, LockUnderTest, Mutation};
 use crate::nemesis::{Nemesis, ScheduledFault};
 use crate::report::observer::{Progress, RunObserver};
 use crate::report::{FaultWindow, ModeReport, ModeTimeline, Outcome, ScenarioReport, Verdict};
-use crate::scenario::{Scenario, Work};
+use crate::scenario::{Clients, Expectation, Scenario, Work};
 use crate::workload::Mode;
 use crate::workload::ledger::{Ledger, State};
 
@@ -107,11 +110,12 @@ pub(crate) async fn play(
                   faults: Vec<FaultWindow>,
                   modes: BTreeMap<String, ModeReport>,
                   timeline: BTreeMap<String, ModeTimeline>| {
-        let verdict = verdict(
+        let verdict = verdict_for(
             scenario.expectation,
             &modes,
             &harness,
             env.cfg.lock.fences(),
+            !scenario.amnesia_split,
         );
         ScenarioReport {
             name: scenario.name.clone(),
@@ -119,6 +123,10 @@ pub(crate) async fn play(
             expected: scenario.expectation.describe().into(),
             seed,
             duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
+            clients: match (processes, scenario.clients) {
+                (true, _) => "processes".into(),
+                (false, c) => c.name().into(),
+            },
             faults,
             modes,
             verdict,
@@ -179,6 +187,25 @@ pub(crate) async fn play(
         monotonic_ns().saturating_add(u64::try_from(startup.as_nanos()).unwrap_or(0)),
     );
     let worker_stop = stop.child_token();
+    // Each running mode's lock key, watched on every node for leaks (when the rig can
+    // reach the nodes past the proxies).
+    let watched: Vec<Mode> = Mode::ALL
+        .into_iter()
+        .filter(|m| runs_on(*m, env.cfg.lock))
+        .collect();
+    let watcher = (!env.admin_urls.is_empty()).then(|| {
+        let keys = watched
+            .iter()
+            .map(|m| mode_lock(env.cfg.lock, scenario, *m).key(&resource(env, scenario, *m)))
+            .collect();
+        tokio::spawn(leaks::watch(
+            env.admin_urls.clone(),
+            keys,
+            clock,
+            duration,
+            worker_stop.clone(),
+        ))
+    });
     let control = Arc::new(ProcessControl::new(records.clone()));
     let mut tasks: JoinSet<()> = JoinSet::new();
     if let Err(e) = start_workers(
@@ -274,6 +301,13 @@ pub(crate) async fn play(
     worker_stop.cancel();
     // Whatever is still running is cut off (processes are killed by their guards).
     tasks.shutdown().await;
+    let key_samples = match watcher {
+        None => Vec::new(),
+        Some(w) => w.await.unwrap_or_else(|e| {
+            harness.push(format!("the key watcher failed: {e}"));
+            Vec::new()
+        }),
+    };
     let nemesis_report = match nemesis_result {
         Some(r) => r,
         None => nemesis_run.await,
@@ -344,7 +378,8 @@ pub(crate) async fn play(
         let done = record.finish(mode.name(), end);
         harness.extend(done.anomalies);
         history.extend(done.history);
-        let (m, t) = (done.report, done.timeline);
+        let (mut m, t) = (done.report, done.timeline);
+        m.lock = mode_lock(env.cfg.lock, scenario, *mode).name().into();
         // Client pauses are faults too: on the scenario's fault list, beside the scheduled ones.
         faults.extend(t.pauses.iter().map(|p| FaultWindow {
             kind: "client-pause".into(),
@@ -363,12 +398,49 @@ pub(crate) async fn play(
     for (name, m) in modes.iter_mut() {
         if let Some(t) = timeline.get(name) {
             m.idle_fault_windows = idle_fault_windows(&faults, t);
+            let end_ms = u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
+            let minority = scenario.expectation == Expectation::SafeAndAvailable;
+            m.recovery = recovery(&faults, t, end_ms, minority);
+        }
+    }
+    let exempt = leaks::exemptions(&faults);
+    let until_us = u64::try_from(duration.as_micros()).unwrap_or(u64::MAX);
+    for (mode, samples) in watched.iter().zip(&key_samples) {
+        let granted: HashSet<String> = history
+            .iter()
+            .filter(|op| op.mode == mode.name() && op.f == OpKind::Acquire)
+            .filter_map(|op| op.owner.clone())
+            .collect();
+        if let Some(m) = modes.get_mut(mode.name()) {
+            m.leaks = leak::leaks(
+                samples,
+                &granted,
+                &exempt,
+                scenario_ttl(scenario, env.cfg.ttl),
+                until_us,
+            );
         }
     }
     let mut r = report(harness, faults, modes, timeline);
     r.history = Some(format!("history/{index:03}-{}.jsonl", scenario.name));
     r.ops = history;
     r
+}
+
+/// The lock `mode` runs on in `scenario`: the lock under test, except for the canary —
+/// `none` in a must-show scenario runs on the rig's plain Redlock, so what proves the rig
+/// can see does not depend on the lock under test (a lock safer than Redlock would leave
+/// it blind), and a blind rig is never blamed on that lock.
+pub fn mode_lock(under_test: LockKind, scenario: &Scenario, mode: Mode) -> LockKind {
+    match (scenario.expectation, mode) {
+        (Expectation::MustShow(_), Mode::None) => LockKind::Plain(Mutation::None),
+        _ => under_test,
+    }
+}
+
+/// The lock resource of `mode` in `scenario` (also its keys' prefix, for ours).
+fn resource(env: &Env, scenario: &Scenario, mode: Mode) -> String {
+    format!("chaos:{}:{}:{}", env.run_id, scenario.name, mode.name())
 }
 
 /// The scenario's lease TTL: `amnesia-split` needs one longer than a node's restart.
@@ -401,23 +473,32 @@ async fn start_workers(
         if !runs_on(*mode, cfg.lock) {
             continue;
         }
-        let resource = format!("chaos:{}:{}:{}", env.run_id, scenario.name, mode.name());
+        let resource = resource(env, scenario, *mode);
+        let kind = mode_lock(cfg.lock, scenario, *mode);
         let build = |urls: &[String]| {
-            LockUnderTest::build(cfg.lock, urls, ttl, &resource)
+            LockUnderTest::build(kind, urls, ttl, &resource)
                 .map_err(|e| format!("lock settings: {e}"))
         };
-        let (lock, victim_lock) = if processes {
-            (None, None)
-        } else {
+        // Shared: one client per mode (and one for the amnesia-split victim, who reaches
+        // other nodes); per worker: built in the loop. Processes always have their own.
+        let shared = !processes && scenario.clients == Clients::Shared;
+        let (shared_lock, victim_lock) = if shared {
             (Some(build(&env.worker_urls)?), Some(build(&victim_urls)?))
+        } else {
+            (None, None)
         };
         for i in 0..cfg.workers {
             // amnesia-split: worker 0 sees a bare majority and holds to the end of its lease.
             let victim = scenario.amnesia_split && i == 0;
-            let (lock, urls) = if victim {
-                (&victim_lock, &victim_urls)
+            let urls = if victim {
+                &victim_urls
             } else {
-                (&lock, &env.worker_urls)
+                &env.worker_urls
+            };
+            let lock = match (processes, victim, &shared_lock, &victim_lock) {
+                (true, ..) => None,
+                (false, true, _, Some(l)) | (false, false, Some(l), _) => Some(l.clone()),
+                (false, ..) => Some(build(urls)?),
             };
             let spec = WorkerSpec {
                 worker: i,
@@ -448,7 +529,7 @@ async fn start_workers(
                     })?;
                     let fut = worker_proc::spawn(
                         bin,
-                        cfg.lock,
+                        kind,
                         urls,
                         &env.pg_dsn,
                         &spec,
@@ -464,7 +545,7 @@ async fn start_workers(
                     let client = crate::pg::connect(&env.pg_dsn)
                         .await
                         .map_err(|e| e.to_string())?;
-                    let (lock, tx, stop) = (lock.clone(), tx.clone(), stop.clone());
+                    let (tx, stop) = (tx.clone(), stop.clone());
                     tasks.spawn(async move {
                         tokio::time::sleep_until(clock.instant_at(Duration::ZERO)).await;
                         // No pause plan in process: nothing ever asks to stop.

@@ -74,6 +74,8 @@ pub struct ModeRecord {
     history: Vec<Op>,
     /// Server truth of each read grant, with its `valid_until`.
     truths: Vec<(GrantTruth, u64)>,
+    /// Renewed grants whose renewer cut an announced validity.
+    validity_cuts: u64,
 }
 
 /// A mode's record, judged.
@@ -157,7 +159,9 @@ impl ModeRecord {
                 done_us,
                 outcome,
                 truth,
+                validity_cut_us,
             } => {
+                self.validity_cuts += u64::from(validity_cut_us.is_some());
                 if let Some(t) = truth {
                     self.truths.push((t, valid_until_us));
                 }
@@ -302,6 +306,8 @@ impl ModeRecord {
             .collect();
         self.ok_latencies_us.sort_unstable();
         let report = ModeReport {
+            // Known to the runner, which fills it in.
+            lock: String::new(),
             sections: self.sections,
             lost: final_value.map(|v| checker::lost(self.sections, v)),
             rejected: self.timeline.rejected.len() as u64,
@@ -323,6 +329,11 @@ impl ModeRecord {
             unexplained_losses: lost.as_ref().map(|r| r.unexplained().count() as u64),
             indeterminate_writes: self.indeterminate,
             server_truth: TruthSummary::of(self.truths.iter().map(|(t, v)| (t, *v))),
+            validity_cuts: self.validity_cuts,
+            // Needs the key samples and the fault windows: filled in by the runner.
+            leaks: Default::default(),
+            // Needs the fault windows: filled in by the runner.
+            recovery: Default::default(),
         };
         Finished {
             report,
@@ -375,7 +386,27 @@ mod tests {
             done_us: end,
             outcome,
             truth: Some(truth),
+            validity_cut_us: None,
         }
+    }
+
+    #[test]
+    fn counts_renewed_grants_whose_validity_was_cut() {
+        let mut r = ModeRecord::default();
+        for cut in [None, Some(120_000), None, Some(5_000)] {
+            r.push(WorkerEvent::Grant {
+                worker: 0,
+                fence: Some(1),
+                start_us: 0,
+                end_us: 10,
+                valid_until_us: 10,
+                done_us: 10,
+                outcome: GrantOutcome::Accepted,
+                truth: None,
+                validity_cut_us: cut,
+            });
+        }
+        assert_eq!(r.finish("ours", None).report.validity_cuts, 2);
     }
 
     #[test]
@@ -469,6 +500,7 @@ mod tests {
             done_us: 900,
             outcome: GrantOutcome::Accepted,
             truth: None,
+            validity_cut_us: None,
         });
         // A later grant with the same token (amnesia): a duplicate.
         r.push(WorkerEvent::Grant {
@@ -480,6 +512,7 @@ mod tests {
             done_us: 450,
             outcome: GrantOutcome::Accepted,
             truth: None,
+            validity_cut_us: None,
         });
         let Finished {
             report: m,

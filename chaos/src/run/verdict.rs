@@ -8,7 +8,12 @@
 //! | unavailable but safe | as above, with acquire errors > 0 (acquires failed cleanly while the majority was gone) instead of sections > 0 | any check fails |
 //! | the lock holds | every mode: 0 exclusion violations, 0 fence-token regressions, every lost update a stale write's doing (checked loss by loss from the resource's log); claim_first lost 0 | any check fails |
 //! | may violate, fencing holds | claim_first lost = 0; the rest is reported | claim_first lost anything |
-//! | must show X | every mode: sections > 0; `none` shows X (a lost update, or an exclusion violation) — else the rig is blind, and the verdict unknown; for a lost update, the lock holds as above; claim_first lost 0; the rest is reported | claim_first lost anything, or (lost update) the lock did not hold |
+//! | must show X | every mode: sections > 0; `none`, the canary, runs on the rig's plain lock and shows X (a lost update, or an exclusion violation) — else the rig is blind, and the verdict unknown; the other modes run the lock under test: for a lost update, the lock holds as above; for an exclusion violation, fencing tokens still grow (except across amnesia within the TTL: `amnesia-split`); claim_first lost 0; the rest is reported | claim_first lost anything, (lost update) the lock did not hold, or (exclusion violation) a token did not grow |
+//!
+//!
+//! Every scenario, every mode: no key of a never-granted attempt may stand for 80 % of its
+//! TTL on a node whose faults keep one connection's requests in order ([`crate::checker::leak`]);
+//! a failed attempt must remove its keys wherever they may be.
 //!
 //! A lock without fencing tokens (`--lock rslock`) runs only `none` and `checked`: the
 //! claim-first check is then replaced by a note that the fenced modes did not apply.
@@ -37,6 +42,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::checker::availability::{GAP_FACTOR, GAP_FLOOR_MS, RESUME_LIMIT_MS};
 use crate::report::model::IDLE_FAULT_MIN_MS;
 use crate::report::{ModeReport, Outcome, Verdict};
 use crate::scenario::{Anomaly, Expectation};
@@ -45,16 +51,24 @@ use crate::scenario::{Anomaly, Expectation};
 pub const RULES: &str = "\
 verdicts (chaos run; none, checked, write_only and claim_first run at once in every scenario):
   safe and available               every mode: 0 exclusion violations, 0 fence-token regressions, sections > 0,
-                                   a completed section granted during every minority fault of 2 s or more;
+                                   a completed section granted during every minority fault of 2 s or more, no gap
+                                   between grants in a minority fault over max(4 x the mode's healthy gap, 1 s);
                                    write_only, claim_first lost 0; none, checked: losses reported, at most what
                                    their stale writes can have erased (each itself + the writes landing meanwhile)
   unavailable while it lasts, safe as above, with acquires failed on unreachable nodes > 0 instead of sections > 0
   the lock holds                   every mode: 0 exclusion violations, 0 fence-token regressions, every lost update
                                    a stale write's doing (by name, from the resource's log); claim_first lost 0
+  holders may overlap, tokens grow every mode: 0 fence-token regressions (clocks end leases early, they do not
+                                   move the counters); claim_first lost 0; violations reported, not failed
   violations possible, claim-first claim_first lost 0; the rest is reported, not failed
-  must show a lost update /        none must show it (else: the rig did not observe it -> unknown, exit 2);
-    an exclusion violation         claim_first lost 0; every mode: sections > 0; the rest is reported;
-                                   a lost update (client pauses): the lock holds as above
+  must show a lost update /        none, the canary, runs on the rig's plain lock and must show it (else: the rig
+    an exclusion violation         did not observe it -> unknown, exit 2); the other modes run the lock under test:
+                                   claim_first lost 0; every mode: sections > 0; a lost update (client pauses): the
+                                   lock holds as above; an exclusion violation (clock jumps): tokens still grow
+                                   (not across amnesia within the TTL); the rest is reported
+  after every heal (safe and available, unavailable, the lock holds, tokens grow): a grant within 3 s
+  every scenario, every mode: no key of a never-granted attempt left standing for 80 % of its TTL on a node
+                                   whose faults keep requests in order (freeze, muted or split replies, clock jumps)
   any: a worker or fault that failed, a fault left unhealed, an unread counter, an interruption -> unknown (exit 2)";
 
 /// The claim-first mode's key in [`ModeReport`] maps.
@@ -63,6 +77,15 @@ const CLAIM_FIRST: &str = "claim_first";
 const NONE: &str = "none";
 /// The naive mode that checks its lease before writing.
 const CHECKED: &str = "checked";
+
+/// `", on the plain lock"`: the lock a mode ran on, where the report says.
+fn on_lock(m: &ModeReport) -> String {
+    if m.lock.is_empty() {
+        String::new()
+    } else {
+        format!(", on lock {}", m.lock)
+    }
+}
 
 /// A count that may be unknown, for reasons.
 fn shown(n: Option<i64>) -> String {
@@ -137,6 +160,14 @@ fn exclusive_and_growing(
             m.fence_regressions
         ),
     );
+    check(
+        name,
+        m.validity_cuts == 0,
+        format!(
+            "{name}: {} renewed grants whose renewer announced a validity and then a shorter one while holding (want 0: a holder may be working on the first)",
+            m.validity_cuts
+        ),
+    );
     let t = &m.server_truth;
     check(
         name,
@@ -145,6 +176,58 @@ fn exclusive_and_growing(
             "{name}: {} grants whose validity outlasted a quorum of their keys by the servers' PTTL (want 0; {})",
             t.overstated,
             t.describe()
+        ),
+    );
+}
+
+/// Holders may overlap (clocks), but tokens are minted by a quorum of counters, which no
+/// clock moves: they must still grow.
+fn tokens_grow(check: &mut dyn FnMut(&str, bool, String), name: &str, m: &ModeReport) {
+    check(
+        name,
+        m.fence_regressions == 0,
+        format!(
+            "{name}: {} grants whose fencing token did not grow (want 0: clocks end leases early, they do not move the counters)",
+            m.fence_regressions
+        ),
+    );
+}
+
+/// Grants resumed within [`RESUME_LIMIT_MS`] of every heal that left that much run.
+fn resumes(check: &mut dyn FnMut(&str, bool, String), name: &str, m: &ModeReport) {
+    let r = &m.recovery;
+    check(
+        name,
+        r.late == 0,
+        format!(
+            "{name}: {} heals without a grant within {} ms (want 0: the lock must grant again once the fault is gone; {})",
+            r.late,
+            RESUME_LIMIT_MS,
+            r.describe()
+        ),
+    );
+}
+
+/// No key of a never-granted attempt stood most of its TTL on a node that could receive
+/// its delete (nothing to judge when the keys were not watched).
+fn no_leaks(check: &mut dyn FnMut(&str, bool, String), name: &str, m: &ModeReport) {
+    let l = &m.leaks;
+    if !l.watched() {
+        return;
+    }
+    let examples = if l.examples.is_empty() {
+        String::new()
+    } else {
+        format!("; e.g. {}", l.examples.join("; "))
+    };
+    check(
+        name,
+        l.leaked == 0,
+        format!(
+            "{name}: {} keys of never-granted attempts left standing for {:.0} % of their TTL (want 0: a failed attempt removes its keys wherever they may be; {} reads found the key){examples}",
+            l.leaked,
+            100.0 * crate::checker::leak::LEAK_AGE,
+            l.samples
         ),
     );
 }
@@ -169,6 +252,19 @@ pub fn verdict(
     modes: &BTreeMap<String, ModeReport>,
     harness: &[String],
     fenced: bool,
+) -> Verdict {
+    verdict_for(expectation, modes, harness, fenced, true)
+}
+
+/// [`verdict`], saying whether the scenario lets the lock promise growing tokens:
+/// everywhere but where nodes come back empty within the TTL (`amnesia-split`: two grants
+/// may then share a token, `fenced_redlock::fence`, "What breaks it").
+pub fn verdict_for(
+    expectation: Expectation,
+    modes: &BTreeMap<String, ModeReport>,
+    harness: &[String],
+    fenced: bool,
+    tokens_promised: bool,
 ) -> Verdict {
     let mut reasons: Vec<String> = harness.iter().map(|h| format!("harness: {h}")).collect();
     let mut outcome = if harness.is_empty() {
@@ -244,7 +340,21 @@ pub fn verdict(
                     }
                     Some(lost) => check(name, lost <= 0, format!("{name}: lost {lost} (want 0)")),
                 }
+                resumes(&mut check, name, m);
                 if expectation == Expectation::SafeAndAvailable {
+                    let r = &m.recovery;
+                    check(
+                        name,
+                        !r.gap_too_long(),
+                        format!(
+                            "{name}: longest gap between grants during a minority fault {} ms (want at most {} ms: {} x the mode's longest healthy gap, at least {} ms; {})",
+                            r.fault_gap_ms.unwrap_or(0),
+                            r.gap_limit_ms(),
+                            GAP_FACTOR,
+                            GAP_FLOOR_MS,
+                            r.describe()
+                        ),
+                    );
                     check(
                         name,
                         m.sections > 0,
@@ -276,6 +386,19 @@ pub fn verdict(
         }
         Expectation::LockHolds => {
             lock_holds(&mut check, modes);
+            for (name, m) in modes {
+                resumes(&mut check, name, m);
+            }
+            claim_first_loses_nothing(&mut check);
+            for (name, m) in modes.iter().filter(|(n, _)| *n != CLAIM_FIRST) {
+                notes.push(reported(name, m));
+            }
+        }
+        Expectation::TokensGrow => {
+            for (name, m) in modes {
+                tokens_grow(&mut check, name, m);
+                resumes(&mut check, name, m);
+            }
             claim_first_loses_nothing(&mut check);
             for (name, m) in modes.iter().filter(|(n, _)| *n != CLAIM_FIRST) {
                 notes.push(reported(name, m));
@@ -288,6 +411,12 @@ pub fn verdict(
             }
         }
         Expectation::MustShow(anomaly) => {
+            // `none` is the canary (on the rig's plain lock): the rest are the lock under test.
+            let under_test: BTreeMap<String, ModeReport> = modes
+                .iter()
+                .filter(|(n, _)| *n != NONE)
+                .map(|(n, m)| (n.clone(), m.clone()))
+                .collect();
             for (name, m) in modes {
                 // A mode that never completed a section had nothing to show: say so
                 // rather than only "did not observe".
@@ -313,12 +442,17 @@ pub fn verdict(
                         check(
                             NONE,
                             true,
-                            format!("{NONE}: showed {} ({count})", anomaly.describe()),
+                            format!(
+                                "{NONE} (the canary{}): showed {} ({count})",
+                                on_lock(m),
+                                anomaly.describe()
+                            ),
                         );
                     } else {
                         // The rig's failure, not the lock's: it could not see.
                         blind = Some(format!(
-                            "unknown: {NONE}: the rig did not observe {} (want at least one: a blind rig judges nothing)",
+                            "unknown: {NONE} (the canary{}): the rig did not observe {} (want at least one: a blind rig judges nothing)",
+                            on_lock(m),
                             anomaly.describe()
                         ));
                     }
@@ -327,12 +461,37 @@ pub fn verdict(
             }
             if anomaly == Anomaly::LostUpdate {
                 // The clients' anomaly: the lock itself must still hold.
-                lock_holds(&mut check, modes);
+                lock_holds(&mut check, &under_test);
+            } else if tokens_promised {
+                // Holders may overlap (clocks), but tokens are minted by a quorum of
+                // counters, which no clock moves: they must still grow.
+                for (name, m) in &under_test {
+                    tokens_grow(&mut check, name, m);
+                }
             }
             claim_first_loses_nothing(&mut check);
             for (name, m) in modes.iter().filter(|(n, _)| *n != CLAIM_FIRST) {
                 notes.push(reported(name, m));
             }
+        }
+    }
+    // Whatever the scenario: a failed attempt of the lock under test removes its keys. A
+    // must-show scenario's canary runs on the rig's plain lock: its leaks are reported.
+    let canary = matches!(expectation, Expectation::MustShow(_)).then_some(NONE);
+    for (name, m) in modes {
+        if Some(name.as_str()) == canary {
+            if m.leaks.leaked > 0 {
+                notes.push(format!(
+                    "reported: {name} (the canary, not the lock under test): {} keys of never-granted attempts left standing",
+                    m.leaks.leaked
+                ));
+            }
+        } else {
+            no_leaks(&mut check, name, m);
+        }
+        let r = &m.recovery;
+        if r.heals > 0 || r.fault_gap_ms.is_some() {
+            notes.push(format!("availability: {name}: {}", r.describe()));
         }
     }
     if let Some(b) = blind {
@@ -354,6 +513,7 @@ mod tests {
 
     fn mode(sections: u64, lost: i64, violations: u64, errors: u64) -> ModeReport {
         ModeReport {
+            lock: String::new(),
             sections,
             lost: Some(lost),
             rejected: 0,
@@ -373,6 +533,9 @@ mod tests {
             stale_reach: 0,
             unexplained_losses: None,
             indeterminate_writes: 0,
+            validity_cuts: 0,
+            leaks: Default::default(),
+            recovery: Default::default(),
             server_truth: TruthSummary {
                 read: sections,
                 margin_min_us: Some(3_000),
@@ -398,6 +561,26 @@ mod tests {
             ("write_only".to_owned(), mode(10, 0, 0, 0)),
             ("claim_first".to_owned(), claim),
         ])
+    }
+
+    #[test]
+    fn a_renewer_that_cut_an_announced_validity_fails_wherever_the_lock_must_hold() {
+        let cut = ModeReport {
+            validity_cuts: 1,
+            ..mode(10, 0, 0, 0)
+        };
+        for e in [Expectation::SafeAndAvailable, Expectation::LockHolds] {
+            let v = verdict(e, &modes(mode(10, 0, 0, 0), cut.clone()), &[], true);
+            assert_eq!(v.outcome, Outcome::Fail, "{e}: {:?}", v.reasons);
+            assert_eq!(v.failed_modes, ["claim_first"]);
+            assert!(
+                v.reasons
+                    .iter()
+                    .any(|r| r.starts_with("FAILED: claim_first: 1 renewed grants")),
+                "{:?}",
+                v.reasons
+            );
+        }
     }
 
     #[test]
@@ -440,9 +623,9 @@ mod tests {
         let good = modes(mode(10, 0, 0, 0), mode(10, 0, 0, 0));
         let v = verdict(Expectation::SafeAndAvailable, &good, &[], true);
         assert_eq!(v.outcome, Outcome::Pass, "{:?}", v.reasons);
-        // 4 modes × (violations, tokens, server truth, lost, sections, idle faults) + none's
-        // and checked's reports.
-        assert_eq!(v.reasons.len(), 26);
+        // 4 modes × (violations, tokens, validity cuts, server truth, lost, resumes, gaps,
+        // sections, idle faults) + none's and checked's reports.
+        assert_eq!(v.reasons.len(), 38);
         let stopped = modes(
             mode(10, 0, 0, 0),
             ModeReport {
@@ -589,20 +772,243 @@ mod tests {
         let v = verdict(lost, &idle, &[], true);
         assert!(v.reasons.iter().any(|r| r.contains("none: 0 sections")));
         assert_eq!(v.outcome, Outcome::Fail);
-        // client-pause judges the lock too: pauses end holding windows at valid_until.
-        let overlapped = modes(mode(10, 3, 1, 0), mode(10, 0, 0, 0));
-        assert_eq!(verdict(lost, &overlapped, &[], true).failed_modes, ["none"]);
+        // client-pause judges the lock under test too (pauses end holding windows at
+        // valid_until) — not the canary `none`, which runs on the rig's plain lock.
+        let overlapped = modes(paused(3), mode(10, 0, 1, 0));
+        assert_eq!(
+            verdict(lost, &overlapped, &[], true).failed_modes,
+            ["claim_first"]
+        );
+        let canary_overlapped = modes(mode(10, 3, 1, 0), mode(10, 0, 0, 0));
+        assert_eq!(
+            verdict(lost, &canary_overlapped, &[], true).outcome,
+            Outcome::Pass
+        );
         let unexplained = modes(
+            paused(3),
             ModeReport {
                 unexplained_losses: Some(1),
-                ..mode(10, 3, 0, 0)
+                ..mode(10, 0, 0, 0)
             },
-            mode(10, 0, 0, 0),
         );
         assert_eq!(
             verdict(lost, &unexplained, &[], true).failed_modes,
-            ["none"]
+            ["claim_first"]
         );
+    }
+
+    #[test]
+    fn a_leaked_key_fails_every_expectation_and_an_unwatched_run_is_not_judged() {
+        use crate::checker::leak::LeakSummary;
+        let leaky = ModeReport {
+            leaks: LeakSummary {
+                samples: 40,
+                leaked: 1,
+                examples: vec!["n2 at 1.000 s: token ab…".into()],
+            },
+            ..paused(3)
+        };
+        for e in Expectation::ALL {
+            let v = verdict(e, &modes(paused(3), leaky.clone()), &[], true);
+            assert!(
+                v.failed_modes.contains(&"claim_first".to_owned()),
+                "{e}: {:?}",
+                v.reasons
+            );
+            assert!(
+                v.reasons.iter().any(|r| r
+                    .starts_with("FAILED: claim_first: 1 keys of never-granted attempts")
+                    && r.contains("n2 at 1.000 s")),
+                "{e}: {:?}",
+                v.reasons
+            );
+        }
+        // A must-show scenario's canary runs on the rig's plain lock: reported, not judged.
+        for anomaly in [Anomaly::LostUpdate, Anomaly::ExclusionViolation] {
+            let canary = ModeReport {
+                exclusion_violations: 1,
+                ..leaky.clone()
+            };
+            let v = verdict(
+                Expectation::MustShow(anomaly),
+                &modes(canary, paused(0)),
+                &[],
+                true,
+            );
+            assert!(
+                !v.failed_modes.contains(&"none".to_owned()),
+                "{anomaly:?}: {:?}",
+                v.reasons
+            );
+            assert!(
+                v.reasons
+                    .iter()
+                    .any(|r| r.starts_with("reported: none (the canary")),
+                "{anomaly:?}: {:?}",
+                v.reasons
+            );
+        }
+        let unwatched = verdict(
+            Expectation::LockHolds,
+            &modes(paused(3), paused(0)),
+            &[],
+            true,
+        );
+        assert!(
+            !unwatched
+                .reasons
+                .iter()
+                .any(|r| r.contains("never-granted")),
+            "{:?}",
+            unwatched.reasons
+        );
+    }
+
+    #[test]
+    fn grants_must_resume_after_heals_and_go_on_through_minority_faults() {
+        use crate::checker::availability::Recovery;
+        let stuck = ModeReport {
+            recovery: Recovery {
+                heals: 2,
+                late: 1,
+                worst_resume_ms: Some(RESUME_LIMIT_MS),
+                worst_heal_at_ms: Some(4_000),
+                ..Recovery::default()
+            },
+            ..mode(10, 0, 0, 0)
+        };
+        for e in [
+            Expectation::SafeAndAvailable,
+            Expectation::UnavailableButSafe,
+            Expectation::LockHolds,
+            Expectation::TokensGrow,
+        ] {
+            let v = verdict(e, &modes(paused(3), stuck.clone()), &[], true);
+            assert!(
+                v.reasons.iter().any(|r| r
+                    .starts_with("FAILED: claim_first: 1 heals without a grant within 3000 ms")
+                    && r.contains("heal at 4000 ms")),
+                "{e}: {:?}",
+                v.reasons
+            );
+        }
+        // Outside the lock's model grants may stay away (a majority's keys from a jumped
+        // clock outlive the jump): reported, not judged.
+        for e in [
+            Expectation::MayViolateFencingHolds,
+            Expectation::MustShow(Anomaly::ExclusionViolation),
+        ] {
+            let v = verdict(e, &modes(paused(3), stuck.clone()), &[], true);
+            assert!(
+                !v.reasons
+                    .iter()
+                    .any(|r| r.contains("heals without a grant")),
+                "{e}: {:?}",
+                v.reasons
+            );
+            assert!(
+                v.reasons
+                    .iter()
+                    .any(|n| n.starts_with("availability: claim_first: 2 heals judged")),
+                "{e}: {:?}",
+                v.reasons
+            );
+        }
+        // A minority fault that stretched the gaps between grants: only where the lock
+        // promises availability.
+        let slow = ModeReport {
+            recovery: Recovery {
+                fault_gap_ms: Some(1_500),
+                healthy_gap_ms: Some(100),
+                ..Recovery::default()
+            },
+            ..mode(10, 0, 0, 0)
+        };
+        let v = verdict(
+            Expectation::SafeAndAvailable,
+            &modes(paused(3), slow.clone()),
+            &[],
+            true,
+        );
+        assert!(
+            v.reasons.iter().any(|r| r.starts_with(
+                "FAILED: claim_first: longest gap between grants during a minority fault 1500 ms (want at most 1000 ms"
+            )),
+            "{:?}",
+            v.reasons
+        );
+        let v = verdict(Expectation::LockHolds, &modes(paused(3), slow), &[], true);
+        assert!(
+            !v.reasons
+                .iter()
+                .any(|r| r.contains("longest gap between grants")),
+            "{:?}",
+            v.reasons
+        );
+    }
+
+    #[test]
+    fn where_clocks_misbehave_holders_may_overlap_but_tokens_must_grow() {
+        // Overlaps (and what they cost the unfenced modes): reported.
+        let overlapped = ModeReport {
+            exclusion_violations: 2,
+            ..mode(10, 1, 2, 0)
+        };
+        let v = verdict(
+            Expectation::TokensGrow,
+            &modes(overlapped.clone(), mode(10, 0, 2, 0)),
+            &[],
+            true,
+        );
+        assert_eq!(v.outcome, Outcome::Pass, "{:?}", v.reasons);
+        // A token that did not grow fails, in any mode.
+        let regressed = ModeReport {
+            fence_regressions: 1,
+            ..mode(10, 0, 0, 0)
+        };
+        let v = verdict(
+            Expectation::TokensGrow,
+            &modes(regressed, mode(10, 0, 0, 0)),
+            &[],
+            true,
+        );
+        assert_eq!(v.failed_modes, ["none"], "{:?}", v.reasons);
+        assert!(v.reasons.iter().any(|r| r.starts_with(
+            "FAILED: none: 1 grants whose fencing token did not grow (want 0: clocks end leases early"
+        )));
+        // And claim-first still loses nothing.
+        let v = verdict(
+            Expectation::TokensGrow,
+            &modes(overlapped, mode(10, 1, 0, 0)),
+            &[],
+            true,
+        );
+        assert_eq!(v.failed_modes, ["claim_first"], "{:?}", v.reasons);
+    }
+
+    #[test]
+    fn clock_jumps_let_holders_overlap_but_not_tokens_shrink_except_across_amnesia() {
+        let overlap = Expectation::MustShow(Anomaly::ExclusionViolation);
+        let shrunk = modes(
+            mode(10, 0, 2, 0),
+            ModeReport {
+                fence_regressions: 1,
+                ..mode(10, 0, 2, 0)
+            },
+        );
+        let v = verdict(overlap, &shrunk, &[], true);
+        assert_eq!(v.failed_modes, ["claim_first"], "{:?}", v.reasons);
+        assert!(
+            v.reasons
+                .iter()
+                .any(|r| r
+                    .contains("FAILED: claim_first: 1 grants whose fencing token did not grow")),
+            "{:?}",
+            v.reasons
+        );
+        // amnesia-split: nodes back empty within the TTL; tokens are not promised there.
+        let v = verdict_for(overlap, &shrunk, &[], true, false);
+        assert_eq!(v.outcome, Outcome::Pass, "{:?}", v.reasons);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! must make visible.
 //!
 //! In scenario files an expectation is one kebab-case word: `safe-and-available`,
-//! `unavailable-but-safe`, `lock-holds`, `may-violate-fencing-holds`,
+//! `unavailable-but-safe`, `lock-holds`, `tokens-grow`, `may-violate-fencing-holds`,
 //! `must-show-lost-update` or `must-show-exclusion-violation`.
 
 use std::fmt;
@@ -25,14 +25,22 @@ pub enum Expectation {
     /// exclusion violations and 0 token regressions; every lost update must be a stale
     /// write's doing; claim-first loses 0. Availability is not judged.
     LockHolds,
+    /// A node's clock misbehaves (a jump, a rate past the drift allowance): a lease that
+    /// counted that node's vote among a bare quorum can end before its validity, so holders
+    /// may overlap (reported, with the servers' truth), but fencing tokens are minted by a
+    /// quorum of counters that no clock moves: 0 token regressions in every mode;
+    /// claim-first loses 0; grants resume after each heal.
+    TokensGrow,
     /// Outside the lock's model (amnesia of a bare majority): exclusion
     /// violations and unfenced lost updates may happen and are reported, not failed;
     /// the claim-first fenced mode still loses 0.
     MayViolateFencingHolds,
-    /// Built to show a known failure: the naive mode `none` must show the anomaly (else the
-    /// rig did not observe what it exists to observe: unknown, never a failure of the lock),
-    /// and claim-first still loses 0. Where the anomaly is the clients' (a lost update of
-    /// a paused holder) the lock must hold as under [`Expectation::LockHolds`].
+    /// Built to show a known failure: the naive mode `none`, the canary, runs on the rig's
+    /// plain Redlock and must show the anomaly (else the rig did not observe what it exists
+    /// to observe: unknown, never a failure of the lock under test). The other modes run the
+    /// lock under test: claim-first still loses 0; where the anomaly is the clients' (a lost
+    /// update of a paused holder) the lock must hold as under [`Expectation::LockHolds`];
+    /// where it is the servers' clocks, its fencing tokens must still grow.
     MustShow(Anomaly),
 }
 
@@ -58,10 +66,11 @@ impl Anomaly {
 
 impl Expectation {
     /// Every expectation, in the order of their file names.
-    pub const ALL: [Expectation; 6] = [
+    pub const ALL: [Expectation; 7] = [
         Expectation::SafeAndAvailable,
         Expectation::UnavailableButSafe,
         Expectation::LockHolds,
+        Expectation::TokensGrow,
         Expectation::MayViolateFencingHolds,
         Expectation::MustShow(Anomaly::LostUpdate),
         Expectation::MustShow(Anomaly::ExclusionViolation),
@@ -73,6 +82,7 @@ impl Expectation {
             Expectation::SafeAndAvailable => "safe-and-available",
             Expectation::UnavailableButSafe => "unavailable-but-safe",
             Expectation::LockHolds => "lock-holds",
+            Expectation::TokensGrow => "tokens-grow",
             Expectation::MayViolateFencingHolds => "may-violate-fencing-holds",
             Expectation::MustShow(Anomaly::LostUpdate) => "must-show-lost-update",
             Expectation::MustShow(Anomaly::ExclusionViolation) => "must-show-exclusion-violation",
@@ -87,14 +97,17 @@ impl Expectation {
             Expectation::LockHolds => {
                 "the lock holds (0 violations, 0 token regressions, every loss a stale write's), claim-first loses 0"
             }
+            Expectation::TokensGrow => {
+                "holders may overlap (reported), fencing tokens still grow (0 regressions), claim-first loses 0"
+            }
             Expectation::MayViolateFencingHolds => {
                 "violations possible (reported), claim-first loses 0"
             }
             Expectation::MustShow(Anomaly::LostUpdate) => {
-                "must show a lost update in none (else the rig is blind: unknown); the lock holds, claim-first loses 0"
+                "the canary none (the rig's plain lock) must show a lost update (else the rig is blind: unknown); the lock under test holds, claim-first loses 0"
             }
             Expectation::MustShow(Anomaly::ExclusionViolation) => {
-                "must show an exclusion violation in none (else the rig is blind: unknown), claim-first loses 0"
+                "the canary none (the rig's plain lock) must show an exclusion violation (else the rig is blind: unknown); the lock under test's tokens grow (unless amnesia), claim-first loses 0"
             }
         }
     }

@@ -80,6 +80,9 @@ pub fn draw(spec: &FaultSpec, rng: &mut StdRng) -> Fault {
         FaultSpec::ClockJump { offset_s } => Fault::ClockJump {
             offset_s: rng.random_range(offset_s.lo..=offset_s.hi),
         },
+        FaultSpec::ClockSkew { rate_ppm } => Fault::ClockSkew {
+            rate_ppm: rng.random_range(rate_ppm.lo..=rate_ppm.hi),
+        },
         FaultSpec::ClientStall {} => Fault::ClientStall,
         FaultSpec::ResetPeer {} => Fault::Connection(ConnectionKind::ResetPeer.draw(rng)),
         FaultSpec::Slicer {} => Fault::Connection(ConnectionKind::Slicer.draw(rng)),

@@ -28,11 +28,12 @@
 //! ```toml
 //! name = "kill-minority-60s"
 //! about = "SIGKILL a random minority for up to a minute, start it again; repeat"
-//! expectation = "safe-and-available"   # or unavailable-but-safe, lock-holds, may-violate-fencing-holds,
+//! expectation = "safe-and-available"   # or unavailable-but-safe, lock-holds, tokens-grow, may-violate-fencing-holds,
 //!                                      # must-show-lost-update, must-show-exclusion-violation
 //! work = "run"                         # or "to-validity", or a duration: "100ms"
 //! pause_rate = 0.0
 //! amnesia_split = false
+//! clients = "per-worker"               # or "shared": a mode's workers share one lock client
 //! seed = 7                             # optional: fixed schedule whatever --seed says
 //!
 //! [recipe]
@@ -69,7 +70,7 @@ use rand::rngs::StdRng;
 use serde::{Deserialize, Deserializer, Serialize};
 
 pub use expectation::{Anomaly, Expectation};
-pub use model::{FaultSpec, Recipe, TargetRule, TimedFault, ValueRange, WindowSpec, Work};
+pub use model::{Clients, FaultSpec, Recipe, TargetRule, TimedFault, ValueRange, WindowSpec, Work};
 pub use recipes::{CLIENT_PAUSE_RATE, LONG_WORK};
 pub use validate::SpecError;
 
@@ -111,6 +112,9 @@ pub struct Scenario {
     /// empty whenever such a worker is granted the lock (see [`crate::run::split`]).
     #[serde(default)]
     pub amnesia_split: bool,
+    /// Whether a mode's workers each have their own lock client (the default) or share one.
+    #[serde(default)]
+    pub clients: Clients,
     /// This scenario's own seed; `None`: derived from the run's `--seed` (see
     /// [`crate::run::suite::scenario_seed`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -172,10 +176,10 @@ impl Scenario {
         recipe.chain(timeline)
     }
 
-    /// Whether its faults include clock jumps (libfaketime: Valkey only).
+    /// Whether its faults include clock jumps or skews (libfaketime: Valkey only).
     pub fn needs_clock_faults(&self) -> bool {
         self.fault_kinds()
-            .any(|f| matches!(f, FaultSpec::ClockJump { .. }))
+            .any(|f| matches!(f, FaultSpec::ClockJump { .. } | FaultSpec::ClockSkew { .. }))
     }
 
     /// Whether it is one of the built-ins, unchanged.

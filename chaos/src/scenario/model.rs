@@ -73,6 +73,32 @@ impl<'de> Deserialize<'de> for Work {
     }
 }
 
+/// How a mode's in-process workers reach the nodes. In files: `"per-worker"` (the default)
+/// or `"shared"`. Worker processes (client stalls and pauses) always have their own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum Clients {
+    /// One lock client per worker, with its own connections and release notifier: competing
+    /// `SET`s travel on different connections and can reach the nodes in different orders,
+    /// so votes split and failed attempts must clean up, as between real services.
+    #[default]
+    PerWorker,
+    /// One lock client per mode, shared by its workers: their requests overlap on one
+    /// pipelined connection per node, where a reply handed to the wrong request shows.
+    Shared,
+}
+
+impl Clients {
+    /// Its name in files and reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Clients::PerWorker => "per-worker",
+            Clients::Shared => "shared",
+        }
+    }
+}
+
 /// Seeded fault windows: per window, one of `faults` (drawn when there are several), its
 /// parameters, then its targets by `targets`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -211,6 +237,12 @@ pub enum FaultSpec {
         /// Seconds, `[20, 60]` or one value; positive jumps forward.
         offset_s: ValueRange<i64>,
     },
+    /// The node's wall clock runs `rate_ppm` parts per million fast (or slow, negative) from
+    /// the window's start, without a jump (Valkey only; local and Docker backends).
+    ClockSkew {
+        /// Parts per million, `[10000, 10000]` (1 % fast) or one value.
+        rate_ppm: ValueRange<i64>,
+    },
     /// Connections reset (RST) 5-100 ms after their first request (see
     /// [`crate::nemesis::ConnectionKind::draw`] for the drawn parameters of these four).
     ResetPeer {},
@@ -236,6 +268,7 @@ enum Kind {
     BlackHole,
     Slow,
     ClockJump,
+    ClockSkew,
     ClientStall,
     ResetPeer,
     Slicer,
@@ -255,6 +288,7 @@ struct RawFaultSpec {
     #[serde(default, deserialize_with = "percent")]
     jitter_pct: Option<u64>,
     offset_s: Option<ValueRange<i64>>,
+    rate_ppm: Option<ValueRange<i64>>,
 }
 
 fn percent<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
@@ -299,6 +333,15 @@ impl TryFrom<RawFaultSpec> for FaultSpec {
                     .to_string()
                 })?,
             },
+            Kind::ClockSkew => FaultSpec::ClockSkew {
+                rate_ppm: r.rate_ppm.ok_or_else(|| {
+                    SpecError::new(
+                        "rate_ppm",
+                        "missing: `clock-skew` needs a rate, e.g. rate_ppm = 10000 (1 % fast)",
+                    )
+                    .to_string()
+                })?,
+            },
             Kind::ClientStall => FaultSpec::ClientStall {},
             Kind::ResetPeer => FaultSpec::ResetPeer {},
             Kind::Slicer => FaultSpec::Slicer {},
@@ -310,6 +353,7 @@ impl TryFrom<RawFaultSpec> for FaultSpec {
             ("latency_ms", r.latency_ms.is_some(), "slow"),
             ("jitter_pct", r.jitter_pct.is_some(), "slow"),
             ("offset_s", r.offset_s.is_some(), "clock-jump"),
+            ("rate_ppm", r.rate_ppm.is_some(), "clock-skew"),
         ];
         for (field, present, owner) in given {
             if present && spec.name() != owner {
@@ -339,6 +383,7 @@ impl FaultSpec {
             FaultSpec::BlackHole {} => "black-hole",
             FaultSpec::Slow { .. } => "slow",
             FaultSpec::ClockJump { .. } => "clock-jump",
+            FaultSpec::ClockSkew { .. } => "clock-skew",
             FaultSpec::ClientStall {} => "client-stall",
             FaultSpec::ResetPeer {} => "reset-peer",
             FaultSpec::Slicer {} => "slicer",

@@ -7,7 +7,9 @@
 
 use std::time::Duration;
 
-use super::model::{FaultSpec, Fractions, Recipe, TargetRule, ValueRange, WindowSpec, Work};
+use super::model::{
+    Clients, FaultSpec, Fractions, Recipe, TargetRule, ValueRange, WindowSpec, Work,
+};
 use super::{Anomaly, Expectation, Scenario};
 use crate::nemesis::PartitionVia;
 
@@ -46,6 +48,22 @@ const JUMP: FaultSpec = FaultSpec::ClockJump {
     offset_s: ValueRange::new(20, 60),
 };
 
+/// 20-60 s back.
+const JUMP_BACK: FaultSpec = FaultSpec::ClockJump {
+    offset_s: ValueRange::new(-60, -20),
+};
+
+/// A clock 1 % fast: keys expire early by 1 % of their TTL, inside the lock's drift
+/// allowance (1 % of the TTL + 2 ms).
+const SKEW_1PCT: FaultSpec = FaultSpec::ClockSkew {
+    rate_ppm: ValueRange::new(10_000, 10_000),
+};
+
+/// A clock 10 % fast: keys expire early by 9 % of their TTL, far past the allowance.
+const SKEW_10PCT: FaultSpec = FaultSpec::ClockSkew {
+    rate_ppm: ValueRange::new(100_000, 100_000),
+};
+
 const PARTITION: FaultSpec = FaultSpec::Partition {
     via: PartitionVia::Proxy,
 };
@@ -74,6 +92,7 @@ fn scenario(name: &str, about: &str, expectation: Expectation, recipe: Option<Re
         work: Work::Run,
         pause_rate: 0.0,
         amnesia_split: false,
+        clients: Clients::PerWorker,
         seed: None,
         // No recipe: no scheduled faults, an empty timeline.
         timeline: recipe.is_none().then(Vec::new),
@@ -133,24 +152,31 @@ pub fn builtins() -> Vec<Scenario> {
         ),
         // The lock's own connections: the pipelined transport must keep every reply with
         // its request through resets, split and truncated replies, and muted replies.
-        scenario(
-            "connection-minority",
-            "a random minority's connections: reset mid-pipeline, replies split or cut off, or replies muted; repeat",
-            SafeAndAvailable,
-            recipe(&CONNECTION, Minority, regular()),
-        ),
+        // A mode's workers share one client, so their requests overlap in each pipeline.
+        Scenario {
+            clients: Clients::Shared,
+            ..scenario(
+                "connection-minority",
+                "a random minority's connections (shared by a mode's workers): reset mid-pipeline, replies split or cut off, or replies muted; repeat",
+                SafeAndAvailable,
+                recipe(&CONNECTION, Minority, regular()),
+            )
+        },
         // Most acquires fail while a majority's connections are broken: nothing to judge
         // of availability, but the lock must hold.
-        scenario(
-            "connection-majority",
-            "the same connection faults on a quorum of nodes at once, a few seconds each; repeat",
-            LockHolds,
-            recipe(
-                &CONNECTION,
-                Majority,
-                window((0.04, 0.1), (0.05, 0.1), Duration::from_secs(10)),
-            ),
-        ),
+        Scenario {
+            clients: Clients::Shared,
+            ..scenario(
+                "connection-majority",
+                "the same connection faults on a quorum of nodes at once, a few seconds each; repeat",
+                LockHolds,
+                recipe(
+                    &CONNECTION,
+                    Majority,
+                    window((0.04, 0.1), (0.05, 0.1), Duration::from_secs(10)),
+                ),
+            )
+        },
         // Extends and background renewal under faults: a minority's must not cost the
         // lease; shortening and lengthening extends come first in two sections of three.
         Scenario {
@@ -193,24 +219,32 @@ pub fn builtins() -> Vec<Scenario> {
                 ),
             )
         },
-        // One node down briefly, back empty: shorter than typical TTLs, so the others
-        // still hold the keys it forgot.
+        // One node down for longer than the TTL, back empty: everything it forgot had
+        // expired, and its fence counter is behind the others' — the regime the lock's docs
+        // promise (a node kept out longer than the TTL). The needs check refuses a run whose
+        // windows could be shorter than 1.5 × the TTL. Amnesia within the TTL is
+        // `amnesia-split`'s.
         scenario(
             "amnesia-restart",
-            "kill one node and bring it back EMPTY within a second or so; repeat",
-            MayViolateFencingHolds,
+            "kill one node, keep it down longer than the TTL (0.4-1.5 s), bring it back EMPTY; repeat",
+            SafeAndAvailable,
             recipe(
                 &[FaultSpec::RestartWipe {}],
-                One,
-                window((0.02, 0.05), (0.05, 0.1), Duration::from_millis(1500)),
+                OneOfMinority,
+                window((0.05, 0.08), (0.05, 0.1), Duration::from_millis(1500)),
             ),
         ),
+        // A forward jump expires that node's keys at once: a lease that counted its vote
+        // among a bare quorum (three of five, after a contended round) ends early, like
+        // amnesia of one node within the TTL, and a second holder may get in. A backward
+        // jump keeps keys alive longer there (a vote that outlives the lease). Tokens must
+        // grow either way.
         scenario(
             "clock-jump",
-            "one node's clock jumps 20-60 s forward for a few seconds (Valkey only); repeat",
-            LockHolds,
+            "one node's clock jumps 20-60 s forward or back for a few seconds (Valkey only); repeat",
+            TokensGrow,
             recipe(
-                &[JUMP],
+                &[JUMP, JUMP_BACK],
                 One,
                 window((0.03, 0.08), (0.05, 0.12), Duration::from_secs(5)),
             ),
@@ -259,6 +293,38 @@ pub fn builtins() -> Vec<Scenario> {
                     &[JUMP],
                     Majority,
                     window((0.02, 0.04), (0.03, 0.06), Duration::from_secs(3)),
+                ),
+            )
+        },
+        // Rate skew on a quorum, within the drift allowance: the lock's validity must still end
+        // before its keys do, which server truth reads. Sections work up to their validity.
+        Scenario {
+            work: Work::ToValidity,
+            ..scenario(
+                "clock-skew-majority",
+                "a quorum of nodes' clocks run 1 % fast (inside the drift allowance) for seconds at a time (Valkey; local and Docker); repeat",
+                LockHolds,
+                recipe(
+                    &[SKEW_1PCT],
+                    Majority,
+                    window((0.15, 0.3), (0.05, 0.1), Duration::from_secs(60)),
+                ),
+            )
+        },
+        // Past the allowance: keys on a quorum expire ~18 ms before a 200 ms validity ends,
+        // and a holder working to its validity may share the lock. Reported, not failed:
+        // no client can see another machine's clock rate. The counters that mint tokens
+        // are not clocks: tokens must grow.
+        Scenario {
+            work: Work::ToValidity,
+            ..scenario(
+                "clock-skew-fast",
+                "a quorum of nodes' clocks run 10 % fast (past the drift allowance) for seconds at a time (Valkey; local and Docker); repeat",
+                TokensGrow,
+                recipe(
+                    &[SKEW_10PCT],
+                    Majority,
+                    window((0.15, 0.3), (0.05, 0.1), Duration::from_secs(60)),
                 ),
             )
         },

@@ -199,6 +199,7 @@ fn mode(
             .unwrap_or(0)
     };
     let m = ModeReport {
+        lock: "ours".into(),
         sections: sections as u64,
         lost: Some(sections - value),
         rejected: t.rejected.len() as u64,
@@ -219,6 +220,9 @@ fn mode(
         unexplained_losses: Some(0),
         indeterminate_writes: 0,
         server_truth: Default::default(),
+        validity_cuts: 0,
+        leaks: Default::default(),
+        recovery: Default::default(),
     };
     (m, t)
 }
@@ -263,6 +267,7 @@ pub fn scenario(name: &str, seed: u64, grants_per_mode: usize, failing: bool) ->
         expected: "safe and available".into(),
         seed,
         duration_ms,
+        clients: "per-worker".into(),
         faults,
         modes,
         verdict,

@@ -1,0 +1,269 @@
+//! Leaked keys: a lock key left on a node by an attempt that was never granted.
+//!
+//! A failed attempt must remove its key from every node that may hold it — the ones that
+//! said yes, and the ones whose answer had not come (their `SET` may still land; the delete
+//! follows it on the same connection). A correct lock's key of a failed attempt therefore
+//! lives for about the attempt's length; a forgotten one lives its whole TTL and blocks
+//! every other client on that node until it expires.
+//!
+//! The runner samples each mode's key on every node through the admin addresses
+//! ([`crate::run::leaks`]); a sample is a leak when it holds a token no grant of the mode
+//! was handed (the history's acquires name their tokens) and its remaining TTL says it has
+//! stood for most of its life ([`LEAK_AGE`]), on a node that no fault could have kept from
+//! receiving the delete (see [`exempt`]). Each (node, token) counts once.
+
+use std::collections::{BTreeSet, HashSet};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// A key that has stood for this share of its TTL without its attempt being granted is
+/// leaked: a correct clean-up comes within the attempt (a node deadline, 20 ms in the
+/// rig's runs) and a leaked key stands the whole TTL.
+pub const LEAK_AGE: f64 = 0.8;
+
+/// Examples kept per mode.
+const EXAMPLES: usize = 5;
+
+/// Fault kinds whose heal closes the lock's connections to the node: removing a proxy
+/// `timeout` toxic that held data closes the connection (Toxiproxy's behaviour, and the
+/// rig's proxy's), so a delete sent as the heal lands is lost with it. Only the heal moment
+/// is exempt ([`HEAL_CLOSE`]); during the window requests still flow in order.
+pub fn exempt_at_heal(kind: &str) -> bool {
+    kind == "mute-replies"
+}
+
+/// How long after a connection-closing heal a delete may still be lost with the closed
+/// connection (the lock learns of the close on its next write and reconnects).
+pub const HEAL_CLOSE: Duration = Duration::from_millis(100);
+
+/// One read of a mode's lock key on one node that found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeySample {
+    /// Node index.
+    pub node: usize,
+    /// When the read completed, µs on the scenario clock.
+    pub at_us: u64,
+    /// The owner token in the key.
+    pub token: String,
+    /// Its remaining TTL, ms (`PTTL`; negative: no expiry).
+    pub pttl_ms: i64,
+}
+
+/// When a node could not be expected to receive a delete: `[from_us, to_us)` on the
+/// scenario clock, `node: None` for every node (a stalled client cannot send its clean-up).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Exempt {
+    /// The node, or every node.
+    pub node: Option<usize>,
+    /// From.
+    pub from_us: u64,
+    /// To.
+    pub to_us: u64,
+}
+
+/// Fault kinds (as in the report) under which a delete may not reach a node that got the
+/// `SET` for the whole window: the node is killed or restarted, its link is cut, reset or truncated, or its
+/// traffic is delayed with jitter (a later chunk may be held longer than an earlier one);
+/// and client stalls and pauses, which stop the clean-up itself. A freeze, muted replies, split replies
+/// and clock jumps keep the order of one connection's requests: a delete sent after a `SET`
+/// lands after it — except when muted replies are healed (see [`exempt_at_heal`]).
+pub fn exempt(kind: &str) -> bool {
+    matches!(
+        kind,
+        "kill"
+            | "restart-keep"
+            | "restart-wipe"
+            | "amnesia"
+            | "partition"
+            | "black-hole"
+            | "slow"
+            | "reset-peer"
+            | "limit-data"
+            | "client-stall"
+            | "client-pause"
+    )
+}
+
+/// What the leak check found in one mode.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeakSummary {
+    /// Reads of the mode's key that found it.
+    pub samples: u64,
+    /// (node, token) pairs of never-granted attempts found after they should have been
+    /// removed.
+    pub leaked: u64,
+    /// A few of them, e.g. `n2 at 3.412 s: token 9f3a12…, never granted, 12 ms of its TTL left`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub examples: Vec<String>,
+}
+
+impl LeakSummary {
+    /// Whether the key was watched at all (a run without admin addresses is not).
+    pub fn watched(&self) -> bool {
+        self.samples > 0
+    }
+}
+
+/// The leaks among `samples` of one mode's key, given the tokens of its grants, the windows
+/// in which a delete could not be expected to land, and the TTL keys are set with. Samples
+/// taken from `until_us` on (workers stopping, acquires cancelled mid-way) are not judged.
+pub fn leaks(
+    samples: &[KeySample],
+    granted: &HashSet<String>,
+    exempt: &[Exempt],
+    ttl: Duration,
+    until_us: u64,
+) -> LeakSummary {
+    let ttl_ms = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
+    // Left of its TTL once it has stood LEAK_AGE of it.
+    let old = (ttl_ms as f64 * (1.0 - LEAK_AGE)) as i64;
+    let reach_us = u64::try_from(ttl.as_micros()).unwrap_or(u64::MAX);
+    let mut seen: BTreeSet<(usize, &str)> = BTreeSet::new();
+    let mut summary = LeakSummary {
+        samples: samples.len() as u64,
+        ..LeakSummary::default()
+    };
+    for s in samples {
+        if s.at_us >= until_us || granted.contains(&s.token) {
+            continue;
+        }
+        // A key without expiry is not one of the lock's; an old key is judged.
+        if s.pttl_ms < 0 || s.pttl_ms > old {
+            continue;
+        }
+        // Set within the last TTL: any exempt window overlapping [at - ttl, at] excuses it.
+        let set_after = s.at_us.saturating_sub(reach_us);
+        let excused = exempt.iter().any(|e| {
+            e.node.is_none_or(|n| n == s.node) && e.from_us <= s.at_us && e.to_us >= set_after
+        });
+        if excused || !seen.insert((s.node, s.token.as_str())) {
+            continue;
+        }
+        summary.leaked += 1;
+        if summary.examples.len() < EXAMPLES {
+            let short: String = s.token.chars().take(12).collect();
+            summary.examples.push(format!(
+                "n{} at {:.3} s: token {short}…, never granted, {} ms of its {ttl_ms} ms TTL left",
+                s.node,
+                s.at_us as f64 / 1e6,
+                s.pttl_ms
+            ));
+        }
+    }
+    summary
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TTL: Duration = Duration::from_millis(200);
+    const UNTIL: u64 = 60_000_000;
+
+    fn sample(node: usize, at_ms: u64, token: &str, pttl_ms: i64) -> KeySample {
+        KeySample {
+            node,
+            at_us: at_ms * 1000,
+            token: token.into(),
+            pttl_ms,
+        }
+    }
+
+    fn granted(tokens: &[&str]) -> HashSet<String> {
+        tokens.iter().map(|t| (*t).to_owned()).collect()
+    }
+
+    #[test]
+    fn an_ungranted_key_that_stood_most_of_its_ttl_is_a_leak_once_per_node() {
+        let samples = [
+            // Young: not judged yet.
+            sample(1, 1_000, "a", 190),
+            sample(1, 1_150, "a", 30),
+            sample(1, 1_175, "a", 10),
+            sample(2, 1_175, "a", 10),
+        ];
+        let s = leaks(&samples, &granted(&[]), &[], TTL, UNTIL);
+        assert_eq!(s.samples, 4);
+        assert_eq!(s.leaked, 2, "{s:?}");
+        assert!(
+            s.examples[0].starts_with("n1 at 1.150 s: token a…"),
+            "{s:?}"
+        );
+    }
+
+    #[test]
+    fn granted_young_persistent_and_late_keys_are_not_leaks() {
+        let samples = [
+            // A grant's key, however old.
+            sample(0, 1_000, "held", 5),
+            // A failed attempt's key seen young (cleaned up right after).
+            sample(0, 2_000, "failed", 185),
+            // No expiry: not the lock's.
+            sample(0, 3_000, "other", -1),
+            // After the workers' end.
+            sample(0, 60_000, "cancelled", 5),
+        ];
+        let s = leaks(&samples, &granted(&["held"]), &[], TTL, UNTIL);
+        assert_eq!(s.leaked, 0, "{s:?}");
+    }
+
+    #[test]
+    fn exempt_windows_excuse_their_node_or_every_node_within_a_ttl() {
+        let on_n1 = Exempt {
+            node: Some(1),
+            from_us: 900_000,
+            to_us: 1_000_000,
+        };
+        // The window ended 100 ms before the sample: the SET may have landed in it.
+        let s = leaks(
+            &[sample(1, 1_100, "x", 10)],
+            &granted(&[]),
+            &[on_n1],
+            TTL,
+            UNTIL,
+        );
+        assert_eq!(s.leaked, 0);
+        // Another node is not excused.
+        let s = leaks(
+            &[sample(2, 1_100, "x", 10)],
+            &granted(&[]),
+            &[on_n1],
+            TTL,
+            UNTIL,
+        );
+        assert_eq!(s.leaked, 1);
+        // Ended more than a TTL before: the key was set after it.
+        let s = leaks(
+            &[sample(1, 1_300, "x", 10)],
+            &granted(&[]),
+            &[on_n1],
+            TTL,
+            UNTIL,
+        );
+        assert_eq!(s.leaked, 1);
+        // A client stall excuses every node.
+        let stall = Exempt {
+            node: None,
+            ..on_n1
+        };
+        let s = leaks(
+            &[sample(3, 1_100, "x", 10)],
+            &granted(&[]),
+            &[stall],
+            TTL,
+            UNTIL,
+        );
+        assert_eq!(s.leaked, 0);
+    }
+
+    #[test]
+    fn order_keeping_faults_are_not_exempt() {
+        for kind in ["freeze", "mute-replies", "slicer", "clock-jump"] {
+            assert!(!exempt(kind), "{kind}");
+        }
+        for kind in ["kill", "partition", "slow", "reset-peer", "client-stall"] {
+            assert!(exempt(kind), "{kind}");
+        }
+    }
+}
