@@ -7,10 +7,15 @@
 //! not hide the key) the key's value and remaining TTL in one transaction
 //! (`MULTI GET PTTL EXEC`) and records each node's [`NodeRead`]:
 //!
-//! - the key holds our token with `PTTL` *r*: the node holds the grant until at most
-//!   `complete + r + 2 ms` — the server answered before `complete`, `PTTL` is whole
-//!   milliseconds (1 ms), and a key is gone once the server's millisecond clock passes
-//!   its expiry (1 ms more);
+//! - the key holds our token: the node holds the grant until at most `complete + r`, where
+//!   *r* is the time the key had left when the server answered (it answered before
+//!   `complete`). The read also asks the key's absolute expiry (`PEXPIRETIME`, whole
+//!   milliseconds) and the server's clock (`TIME`, microseconds) in the same transaction: a
+//!   key is gone once the server's millisecond clock passes its expiry, so *r* is
+//!   `(expiry + 1 ms) − time`, to the microsecond. A server without `PEXPIRETIME` (before
+//!   Redis 7) is read with `PTTL` alone, which truncates to the millisecond: then *r* is
+//!   `PTTL + 2 ms`. *r* is in the server's clock: where the nemesis made that clock run at
+//!   another rate ([`ClockRates`]), *r* of its time lasts `r / (1 + rate)` of ours;
 //! - the key is absent or another's: the node held it until at most `complete`;
 //! - no answer within the read's deadline: it may hold the key for as long as it likes.
 //!
@@ -28,7 +33,10 @@
 //! shows as a negative margin once replies or acquires take longer than the allowance.
 //! Clock faults make the servers' keys expire early on purpose: there the margin is the
 //! truth of what they did to the lock, and scenarios that expect the lock to break report
-//! it rather than fail on it.
+//! it rather than fail on it. A rate skew inside the lock's drift allowance is one the lock
+//! must absorb; read without the rate, a fast clock's `PTTL` would promise the key
+//! longer than it lives (a 1 % fast clock: 2 ms of a 200 ms TTL), and a validity too long
+//! by its drift allowance would pass.
 
 use serde::{Deserialize, Serialize};
 
@@ -36,14 +44,26 @@ use serde::{Deserialize, Serialize};
 /// truncates, and a key expires once the clock is past its expiry.
 pub const PTTL_RESOLUTION_US: u64 = 2_000;
 
+/// A key whose absolute expiry is `expiry_ms` (server clock, ms) is still there while the
+/// server's millisecond clock reads `expiry_ms`: it lives until `expiry_ms + 1 ms`.
+pub const EXPIRY_TICK_US: u64 = 1_000;
+
 /// What one node said of a grant's key; times are µs since the scenario start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "node", rename_all = "snake_case")]
 pub enum NodeRead {
-    /// Our token, living until at most `until_us` (`u64::MAX`: the key has no TTL).
+    /// Our token, with `pttl_ms` of the server's milliseconds left (`None`: no TTL) when
+    /// the read completed at `at_us`.
     Holds {
-        /// Latest possible expiry.
-        until_us: u64,
+        /// The read's completion.
+        at_us: u64,
+        /// `PTTL`, in the server's clock.
+        pttl_ms: Option<u64>,
+        /// The server's microseconds until the key is gone, from its expiry and its `TIME`
+        /// (none: the server has no `PEXPIRETIME`, or the key no TTL); preferred to
+        /// `pttl_ms`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        left_us: Option<u64>,
     },
     /// Absent or another's when the read completed at `at_us`.
     Lacks {
@@ -59,34 +79,144 @@ impl NodeRead {
     /// `complete_us`, for a lease whose owner token is `token`.
     pub fn from_answer(value: Option<&[u8]>, pttl_ms: i64, token: &[u8], complete_us: u64) -> Self {
         match (value, pttl_ms) {
-            (Some(v), -1) if v == token => NodeRead::Holds { until_us: u64::MAX },
+            (Some(v), -1) if v == token => NodeRead::Holds {
+                at_us: complete_us,
+                pttl_ms: None,
+                left_us: None,
+            },
             (Some(v), ms) if v == token && ms >= 0 => NodeRead::Holds {
-                until_us: complete_us
-                    .saturating_add(ms.unsigned_abs().saturating_mul(1_000))
-                    .saturating_add(PTTL_RESOLUTION_US),
+                at_us: complete_us,
+                pttl_ms: Some(ms.unsigned_abs()),
+                left_us: None,
             },
             _ => NodeRead::Lacks { at_us: complete_us },
         }
     }
 
-    /// The latest moment this node can have held the key (`u64::MAX`: unbounded).
-    fn end_bound(self) -> u64 {
+    /// Like [`from_answer`](Self::from_answer), with the key's absolute expiry
+    /// (`PEXPIRETIME`, ms) and the server's `TIME` (µs) read in the same transaction.
+    pub fn from_precise_answer(
+        value: Option<&[u8]>,
+        pttl_ms: i64,
+        expiry_ms: i64,
+        server_now_us: u64,
+        token: &[u8],
+        complete_us: u64,
+    ) -> Self {
+        match NodeRead::from_answer(value, pttl_ms, token, complete_us) {
+            NodeRead::Holds {
+                at_us,
+                pttl_ms: Some(ms),
+                ..
+            } if expiry_ms >= 0 => NodeRead::Holds {
+                at_us,
+                pttl_ms: Some(ms),
+                left_us: Some(
+                    expiry_ms
+                        .unsigned_abs()
+                        .saturating_mul(1_000)
+                        .saturating_add(EXPIRY_TICK_US)
+                        .saturating_sub(server_now_us),
+                ),
+            },
+            read => read,
+        }
+    }
+
+    /// The latest moment this node can have held the key (`u64::MAX`: unbounded), its
+    /// clock running `rate_ppm` parts per million fast (negative: slow).
+    fn end_bound(self, rate_ppm: i64) -> u64 {
         match self {
-            NodeRead::Holds { until_us } => until_us,
+            NodeRead::Holds {
+                at_us,
+                left_us: Some(left),
+                ..
+            } => at_us.saturating_add(real_us(left, rate_ppm)),
+            NodeRead::Holds {
+                at_us,
+                pttl_ms: Some(ms),
+                left_us: None,
+            } => at_us
+                .saturating_add(real_us(ms.saturating_mul(1_000), rate_ppm))
+                .saturating_add(PTTL_RESOLUTION_US),
+            NodeRead::Holds { pttl_ms: None, .. } | NodeRead::Unknown => u64::MAX,
             NodeRead::Lacks { at_us } => at_us,
-            NodeRead::Unknown => u64::MAX,
+        }
+    }
+
+    /// When the read completed (`None`: no answer).
+    fn at_us(self) -> Option<u64> {
+        match self {
+            NodeRead::Holds { at_us, .. } | NodeRead::Lacks { at_us } => Some(at_us),
+            NodeRead::Unknown => None,
         }
     }
 }
 
-/// Latest moment a quorum can have held the lease: the quorum-th latest node end. `None`
-/// when that is unbounded (nodes that did not answer decide it), or when there are fewer
-/// nodes than a quorum.
-pub fn true_end_bound(reads: &[NodeRead], quorum: usize) -> Option<u64> {
+/// How many of our µs `server_us` µs of a clock running `rate_ppm` fast last. A rate at
+/// or below −100 % (a clock that stands or runs back) has no such answer: unbounded.
+fn real_us(server_us: u64, rate_ppm: i64) -> u64 {
+    let per_million = 1_000_000_i128 + i128::from(rate_ppm);
+    if per_million <= 0 {
+        return u64::MAX;
+    }
+    let us = i128::from(server_us) * 1_000_000 / per_million;
+    u64::try_from(us).unwrap_or(u64::MAX)
+}
+
+/// The clock rates the nemesis set on nodes, as windows on the scenario clock: a node's
+/// `PTTL` read inside a window is converted at its rate. Outside every window a node's
+/// clock runs at ours.
+///
+/// Windows are drawn so that a wrong one can only make server truth more lenient: a fast
+/// clock (which shortens the bound) counts from when its rate was confirmed on that node
+/// until the heal was due to start; a slow one (which lengthens it) from when the fault was
+/// due to start until its heal finished (to the end of the run if it never did).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClockRates {
+    windows: Vec<RateWindow>,
+}
+
+/// One node's clock rate over a span of the scenario clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateWindow {
+    /// Node index.
+    pub node: usize,
+    /// Parts per million fast (negative: slow).
+    pub rate_ppm: i64,
+    /// Start, µs since the scenario start.
+    pub from_us: u64,
+    /// End (exclusive), µs.
+    pub until_us: u64,
+}
+
+impl ClockRates {
+    /// Rates of `windows`.
+    pub fn new(windows: Vec<RateWindow>) -> Self {
+        ClockRates { windows }
+    }
+
+    /// The rate `node`'s clock ran at when a read completed at `at_us`.
+    pub fn at(&self, node: usize, at_us: u64) -> i64 {
+        self.windows
+            .iter()
+            .find(|w| w.node == node && (w.from_us..w.until_us).contains(&at_us))
+            .map_or(0, |w| w.rate_ppm)
+    }
+}
+
+/// Latest moment a quorum can have held the lease: the quorum-th latest node end, each
+/// node's `PTTL` read at its clock's rate in `rates`. `None` when that is unbounded (nodes
+/// that did not answer decide it), or when there are fewer nodes than a quorum.
+pub fn true_end_bound(reads: &[NodeRead], quorum: usize, rates: &ClockRates) -> Option<u64> {
     if quorum == 0 {
         return None;
     }
-    let mut ends: Vec<u64> = reads.iter().map(|r| r.end_bound()).collect();
+    let mut ends: Vec<u64> = reads
+        .iter()
+        .enumerate()
+        .map(|(node, r)| r.end_bound(r.at_us().map_or(0, |at| rates.at(node, at))))
+        .collect();
     ends.sort_unstable();
     ends.get(ends.len().checked_sub(quorum)?)
         .copied()
@@ -96,19 +226,24 @@ pub fn true_end_bound(reads: &[NodeRead], quorum: usize) -> Option<u64> {
 /// Server truth of one grant, as recorded with it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GrantTruth {
-    /// Latest moment a quorum can have held the keys; `None`: inconclusive.
+    /// Latest moment a quorum can have held the keys, every clock taken to run at ours;
+    /// `None`: inconclusive. [`GrantTruth::end_bound`] corrects it for skewed clocks.
     pub end_bound_us: Option<u64>,
     /// Nodes that held our token.
     pub holders: usize,
     /// Nodes that did not answer.
     pub unknown: usize,
+    /// What each node said, in node order (none in reports of older versions: then
+    /// `end_bound_us` is all there is).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reads: Vec<NodeRead>,
 }
 
 impl GrantTruth {
-    /// The truth of `reads` (one per node) for a lock with `quorum`.
-    pub fn of(reads: &[NodeRead], quorum: usize) -> Self {
+    /// The truth of `reads` (one per node) for a lock of a majority quorum.
+    pub fn of(reads: &[NodeRead]) -> Self {
         GrantTruth {
-            end_bound_us: true_end_bound(reads, quorum),
+            end_bound_us: true_end_bound(reads, quorum(reads.len()), &ClockRates::default()),
             holders: reads
                 .iter()
                 .filter(|r| matches!(r, NodeRead::Holds { .. }))
@@ -117,15 +252,31 @@ impl GrantTruth {
                 .iter()
                 .filter(|r| matches!(r, NodeRead::Unknown))
                 .count(),
+            reads: reads.to_vec(),
         }
     }
 
+    /// The latest moment a quorum can have held the keys, the nodes' clocks running at
+    /// `rates`.
+    pub fn end_bound(&self, rates: &ClockRates) -> Option<u64> {
+        if self.reads.is_empty() {
+            return self.end_bound_us;
+        }
+        true_end_bound(&self.reads, quorum(self.reads.len()), rates)
+    }
+
     /// `bound − valid_until` in µs (negative: validity overstated); `None` if inconclusive.
-    pub fn margin_us(&self, valid_until_us: u64) -> Option<i64> {
-        self.end_bound_us
+    pub fn margin_us(&self, valid_until_us: u64, rates: &ClockRates) -> Option<i64> {
+        self.end_bound(rates)
             .map(|e| i128::from(e) - i128::from(valid_until_us))
             .map(|m| i64::try_from(m).unwrap_or(if m < 0 { i64::MIN } else { i64::MAX }))
     }
+}
+
+/// A majority of `nodes`, whatever the lock under test counts (a mutant's smaller quorum is
+/// what the truth is there to catch).
+fn quorum(nodes: usize) -> usize {
+    nodes / 2 + 1
 }
 
 /// A mode's server-truth numbers: how many grants were read, how many of them overstated
@@ -145,13 +296,17 @@ pub struct TruthSummary {
 }
 
 impl TruthSummary {
-    /// The summary of `(truth, valid_until_us)` per read grant.
-    pub fn of<'a>(grants: impl IntoIterator<Item = (&'a GrantTruth, u64)>) -> Self {
+    /// The summary of `(truth, valid_until_us)` per read grant, the nodes' clocks running
+    /// at `rates`.
+    pub fn of<'a>(
+        grants: impl IntoIterator<Item = (&'a GrantTruth, u64)>,
+        rates: &ClockRates,
+    ) -> Self {
         let mut s = TruthSummary::default();
         let mut margins = Vec::new();
         for (truth, valid_until_us) in grants {
             s.read += 1;
-            match truth.margin_us(valid_until_us) {
+            match truth.margin_us(valid_until_us, rates) {
                 Some(m) => margins.push(m),
                 None => s.inconclusive += 1,
             }
@@ -183,14 +338,43 @@ mod tests {
 
     const TOKEN: &[u8] = b"ours";
 
+    /// A node holding our key until `end_us` (read at 0, its clock at ours).
+    fn h(end_us: u64) -> NodeRead {
+        NodeRead::Holds {
+            at_us: end_us % 1_000,
+            pttl_ms: Some(end_us / 1_000),
+            left_us: None,
+        }
+    }
+
+    fn none() -> ClockRates {
+        ClockRates::default()
+    }
+
     #[test]
     fn an_answer_becomes_a_node_end() {
         let holds = NodeRead::from_answer(Some(TOKEN), 150, TOKEN, 1_000);
-        assert_eq!(holds, NodeRead::Holds { until_us: 153_000 });
         assert_eq!(
-            NodeRead::from_answer(Some(TOKEN), -1, TOKEN, 1_000),
-            NodeRead::Holds { until_us: u64::MAX }
+            holds,
+            NodeRead::Holds {
+                at_us: 1_000,
+                pttl_ms: Some(150),
+                left_us: None,
+            }
         );
+        assert_eq!(holds.end_bound(0), 153_000);
+        // With the expiry and the server's clock: to the microsecond. Expiry at 10,150 ms,
+        // the server's clock at 10,000.25 ms: the key lives 150.75 ms more.
+        let precise =
+            NodeRead::from_precise_answer(Some(TOKEN), 150, 10_150, 10_000_250, TOKEN, 1_000);
+        assert_eq!(precise.end_bound(0), 1_000 + 150_750);
+        // No TTL, or not ours: as without.
+        let forever = NodeRead::from_precise_answer(Some(TOKEN), -1, -1, 10_000_250, TOKEN, 1_000);
+        assert_eq!(forever.end_bound(0), u64::MAX);
+        let theirs = NodeRead::from_precise_answer(Some(b"theirs"), 150, 10_150, 0, TOKEN, 1_000);
+        assert_eq!(theirs, NodeRead::Lacks { at_us: 1_000 });
+        let forever = NodeRead::from_answer(Some(TOKEN), -1, TOKEN, 1_000);
+        assert_eq!(forever.end_bound(0), u64::MAX);
         for (value, pttl) in [(Some(&b"theirs"[..]), 150), (None, -2), (Some(TOKEN), -2)] {
             assert_eq!(
                 NodeRead::from_answer(value, pttl, TOKEN, 1_000),
@@ -200,38 +384,99 @@ mod tests {
     }
 
     #[test]
+    fn a_skewed_clock_s_milliseconds_are_read_at_its_rate() {
+        let holds = NodeRead::from_answer(Some(TOKEN), 202, TOKEN, 0);
+        // 1 % fast: 202 of its ms are 200 of ours.
+        assert_eq!(holds.end_bound(10_000), 200_000 + PTTL_RESOLUTION_US);
+        // 1 % slow: they last longer.
+        assert_eq!(holds.end_bound(-10_000), 204_040 + PTTL_RESOLUTION_US);
+        // A clock that stands: no bound.
+        assert_eq!(holds.end_bound(-1_000_000), u64::MAX);
+        let precise = NodeRead::from_precise_answer(Some(TOKEN), 201, 10_201, 10_000_000, TOKEN, 0);
+        assert_eq!(precise.end_bound(10_000), 200_000);
+        assert_eq!(real_us(u64::MAX, 0), u64::MAX);
+    }
+
+    #[test]
+    fn rates_apply_to_their_node_inside_their_window() {
+        let rates = ClockRates::new(vec![RateWindow {
+            node: 1,
+            rate_ppm: 10_000,
+            from_us: 100,
+            until_us: 200,
+        }]);
+        assert_eq!(rates.at(1, 100), 10_000);
+        assert_eq!(rates.at(1, 199), 10_000);
+        assert_eq!(rates.at(1, 200), 0);
+        assert_eq!(rates.at(1, 99), 0);
+        assert_eq!(rates.at(0, 150), 0);
+        // Three nodes 1 % fast: the bound moves 2 ms earlier.
+        let reads = [
+            NodeRead::from_answer(Some(TOKEN), 202, TOKEN, 150),
+            NodeRead::from_answer(Some(TOKEN), 202, TOKEN, 150),
+            NodeRead::from_answer(Some(TOKEN), 202, TOKEN, 150),
+        ];
+        let fast = ClockRates::new(
+            (0..3)
+                .map(|node| RateWindow {
+                    node,
+                    rate_ppm: 10_000,
+                    from_us: 100,
+                    until_us: 200,
+                })
+                .collect(),
+        );
+        let truth = GrantTruth::of(&reads);
+        assert_eq!(truth.end_bound(&none()), Some(150 + 202_000 + 2_000));
+        assert_eq!(truth.end_bound(&fast), Some(150 + 200_000 + 2_000));
+        assert_eq!(truth.margin_us(201_000, &fast), Some(1_150));
+        // A record of an older version: only its bound.
+        let old = GrantTruth {
+            reads: Vec::new(),
+            ..truth
+        };
+        assert_eq!(old.end_bound(&fast), Some(204_150));
+    }
+
+    #[test]
     fn the_quorum_th_latest_end_bounds_the_lease() {
-        let h = |until_us| NodeRead::Holds { until_us };
-        let reads = [h(200), h(210), NodeRead::Lacks { at_us: 5 }, h(190), h(220)];
-        assert_eq!(true_end_bound(&reads, 3), Some(200));
+        let reads = [
+            h(200_000),
+            h(210_000),
+            NodeRead::Lacks { at_us: 5 },
+            h(190_000),
+            h(220_000),
+        ];
+        let bound = |reads: &[NodeRead], q| true_end_bound(reads, q, &none());
+        assert_eq!(bound(&reads, 3), Some(202_000));
         // Two holders of five: the quorum was gone when the read completed.
         let reads = [
-            h(200),
+            h(200_000),
             NodeRead::Lacks { at_us: 5 },
-            h(220),
+            h(220_000),
             NodeRead::Lacks { at_us: 7 },
             NodeRead::Lacks { at_us: 6 },
         ];
-        assert_eq!(true_end_bound(&reads, 3), Some(7));
+        assert_eq!(bound(&reads, 3), Some(7));
         // A silent node may hold to the end of time: it lifts the bound one place.
         let reads = [
-            h(200),
+            h(200_000),
             NodeRead::Unknown,
-            h(220),
-            h(190),
+            h(220_000),
+            h(190_000),
             NodeRead::Lacks { at_us: 5 },
         ];
-        assert_eq!(true_end_bound(&reads, 3), Some(200));
+        assert_eq!(bound(&reads, 3), Some(202_000));
         let reads = [
-            h(200),
+            h(200_000),
             NodeRead::Unknown,
             NodeRead::Unknown,
             NodeRead::Unknown,
-            h(190),
+            h(190_000),
         ];
-        assert_eq!(true_end_bound(&reads, 3), None);
-        assert_eq!(true_end_bound(&[h(1)], 0), None);
-        assert_eq!(true_end_bound(&[h(1)], 2), None);
+        assert_eq!(bound(&reads, 3), None);
+        assert_eq!(bound(&[h(1_000)], 0), None);
+        assert_eq!(bound(&[h(1_000)], 2), None);
     }
 
     #[test]
@@ -240,6 +485,7 @@ mod tests {
             end_bound_us: e,
             holders: 3,
             unknown: 0,
+            reads: Vec::new(),
         };
         let (a, b, c, d) = (
             truth(Some(1_000)),
@@ -247,7 +493,7 @@ mod tests {
             truth(None),
             truth(Some(2_000)),
         );
-        let s = TruthSummary::of([(&a, 900), (&b, 600), (&c, 100), (&d, 1_000)]);
+        let s = TruthSummary::of([(&a, 900), (&b, 600), (&c, 100), (&d, 1_000)], &none());
         assert_eq!(
             s,
             TruthSummary {
@@ -258,6 +504,6 @@ mod tests {
                 margin_p50_us: Some(100),
             }
         );
-        assert_eq!(TruthSummary::of([]).margin_min_us, None);
+        assert_eq!(TruthSummary::of([], &none()).margin_min_us, None);
     }
 }

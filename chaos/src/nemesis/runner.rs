@@ -54,6 +54,8 @@ pub struct FaultRecord {
     pub planned_end_ms: u64,
     /// When applying finished on the first target (`None`: never applied).
     pub applied_ms: Option<u64>,
+    /// When applying finished on each node it succeeded on: `(node index, ms)`.
+    pub node_applied_ms: Vec<(usize, u64)>,
     /// When healing finished on the last target (`None`: not healed by the runner).
     pub healed_ms: Option<u64>,
     /// Failures of apply or heal, as messages.
@@ -276,6 +278,7 @@ impl<C: Cluster + 'static> Nemesis<C> {
                 planned_start_ms: ms(sf.start),
                 planned_end_ms: ms(sf.end),
                 applied_ms: None,
+                node_applied_ms: Vec::new(),
                 healed_ms: None,
                 errors: Vec::new(),
             })
@@ -342,7 +345,11 @@ impl<C: Cluster + 'static> Nemesis<C> {
             .await;
             match r {
                 Ok(()) => {
-                    rec.applied_ms.get_or_insert(ms(t0.elapsed()));
+                    let at = ms(t0.elapsed());
+                    rec.applied_ms.get_or_insert(at);
+                    if let Target::Node(node) = target {
+                        rec.node_applied_ms.push((node.0, at));
+                    }
                     tracing::info!(fault = %sf.fault, %target, "applied");
                 }
                 Err(e) => {

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use crate::checker::truth::{ClockRates, RateWindow};
 use crate::nemesis::{ConnectionFault, Fault, FaultRecord, NemesisReport, PartitionVia, Targets};
 use crate::report::FaultWindow;
 
@@ -33,6 +34,46 @@ pub(crate) fn fault_windows(
         }
     }
     out
+}
+
+/// The clock rates of the nemesis's `clock-skew` faults, on the scenario clock, drawn as
+/// [`ClockRates`] asks: a fast clock from when its node's apply (which ends by confirming
+/// the rate) finished until its heal was due; a slow one from when it was due until its
+/// heal finished, or to the end of time.
+pub(crate) fn clock_rates(r: &NemesisReport, nemesis_t0: Duration) -> ClockRates {
+    let shift = u64::try_from(nemesis_t0.as_millis()).unwrap_or(0);
+    let us = |ms: u64| ms.saturating_add(shift).saturating_mul(1_000);
+    let mut windows = Vec::new();
+    for rec in &r.records {
+        let Fault::ClockSkew { rate_ppm } = rec.fault else {
+            continue;
+        };
+        let Targets::Nodes(nodes) = &rec.targets else {
+            continue;
+        };
+        for node in nodes {
+            let applied = rec
+                .node_applied_ms
+                .iter()
+                .find(|(n, _)| *n == node.0)
+                .map(|(_, at)| *at);
+            let (from_us, until_us) = if rate_ppm > 0 {
+                match applied {
+                    Some(at) => (us(at), us(rec.planned_end_ms)),
+                    None => continue,
+                }
+            } else {
+                (us(rec.planned_start_ms), rec.healed_ms.map_or(u64::MAX, us))
+            };
+            windows.push(RateWindow {
+                node: node.0,
+                rate_ppm,
+                from_us,
+                until_us,
+            });
+        }
+    }
+    ClockRates::new(windows)
 }
 
 fn detail(rec: &FaultRecord, processes: bool) -> String {
@@ -70,5 +111,66 @@ fn detail(rec: &FaultRecord, processes: bool) -> String {
         }
         Fault::ClientStall if processes => "SIGSTOP of this worker's process in every mode".into(),
         Fault::ClientStall => "worker stalled".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::NodeId;
+    use crate::nemesis::Schedule;
+
+    fn report(records: Vec<FaultRecord>) -> NemesisReport {
+        NemesisReport {
+            schedule: Schedule {
+                seed: 0,
+                duration: Duration::from_secs(10),
+                faults: Vec::new(),
+            },
+            records,
+            cancelled: false,
+            unhealed: Vec::new(),
+        }
+    }
+
+    fn skew(rate_ppm: i64, nodes: &[usize], applied: &[(usize, u64)]) -> FaultRecord {
+        FaultRecord {
+            index: 0,
+            fault: Fault::ClockSkew { rate_ppm },
+            targets: Targets::Nodes(nodes.iter().map(|&n| NodeId(n)).collect()),
+            planned_start_ms: 1_000,
+            planned_end_ms: 5_000,
+            applied_ms: applied.first().map(|(_, at)| *at),
+            node_applied_ms: applied.to_vec(),
+            healed_ms: Some(5_200),
+            errors: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_fast_clock_counts_from_its_node_s_confirmation_to_the_heal_due() {
+        let report = report(vec![skew(10_000, &[0, 1, 2], &[(0, 1_600), (1, 2_200)])]);
+        let rates = clock_rates(&report, Duration::from_millis(100));
+        // Node 0 confirmed at 1.6 s (+ 0.1 s shift), node 1 at 2.2 s; node 2's apply failed.
+        assert_eq!(rates.at(0, 1_699_999), 0);
+        assert_eq!(rates.at(0, 1_700_000), 10_000);
+        assert_eq!(rates.at(1, 2_000_000), 0);
+        assert_eq!(rates.at(1, 2_300_000), 10_000);
+        assert_eq!(rates.at(2, 3_000_000), 0);
+        assert_eq!(rates.at(0, 5_099_999), 10_000);
+        assert_eq!(rates.at(0, 5_100_000), 0);
+    }
+
+    #[test]
+    fn a_slow_clock_counts_from_its_start_due_to_its_heal() {
+        let mut slow = skew(-10_000, &[3], &[(3, 1_600)]);
+        let rates = clock_rates(&report(vec![slow.clone()]), Duration::ZERO);
+        assert_eq!(rates.at(3, 999_999), 0);
+        assert_eq!(rates.at(3, 1_000_000), -10_000);
+        assert_eq!(rates.at(3, 5_199_999), -10_000);
+        assert_eq!(rates.at(3, 5_200_000), 0);
+        slow.healed_ms = None;
+        let rates = clock_rates(&report(vec![slow]), Duration::ZERO);
+        assert_eq!(rates.at(3, u64::MAX - 1), -10_000);
     }
 }

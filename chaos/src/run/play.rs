@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 use super::Env;
 use super::chaos_workload::{DEFAULT_ACQUIRE_WAIT, WorkerEvent, WorkerSpec, run_worker};
 use super::clock::{ScenarioClock, monotonic_ns};
-use super::faults::fault_windows;
+use super::faults::{clock_rates, fault_windows};
 use super::leaks;
 use super::pause::PausePlan;
 use super::record::{FinalRead, ModeRecord};
@@ -35,6 +35,7 @@ use super::worker_proc::{self, ProcessControl};
 use crate::checker::availability::{idle_fault_windows, recovery};
 use crate::checker::history::OpKind;
 use crate::checker::leak;
+use crate::checker::truth::ClockRates;
 use crate::cluster::{Cluster, NodeId, Verb};
 use crate::lockut::{LockKind, LockUnderTest, Mutation};
 use crate::nemesis::{Nemesis, ScheduledFault};
@@ -342,6 +343,10 @@ pub(crate) async fn play(
         ));
     }
     let mut faults = wiped;
+    let rates = match &nemesis_report {
+        Ok(r) => clock_rates(r, nemesis_t0),
+        Err(_) => ClockRates::default(),
+    };
     faults.extend(match nemesis_report {
         Ok(r) => fault_windows(&r, nemesis_t0, processes, &mut harness),
         Err(e) => {
@@ -375,7 +380,7 @@ pub(crate) async fn play(
             Ok(_) => harness_none(&mut harness, format!("{}: row {row} vanished", mode.name())),
             Err(e) => harness_none(&mut harness, format!("{}: row {row}: {e}", mode.name())),
         };
-        let done = record.finish(mode.name(), end);
+        let done = record.finish(mode.name(), end, &rates);
         harness.extend(done.anomalies);
         history.extend(done.history);
         let (mut m, t) = (done.report, done.timeline);

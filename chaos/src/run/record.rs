@@ -11,7 +11,7 @@ use super::chaos_workload::{GrantOutcome, WorkerEvent};
 use super::clock::ScenarioClock;
 use crate::bench::stats::percentile;
 use crate::checker::history::{Op, OpKind, OpOutcome};
-use crate::checker::truth::{GrantTruth, TruthSummary};
+use crate::checker::truth::{ClockRates, GrantTruth, TruthSummary};
 use crate::checker::{self, Window, Written};
 use crate::workload::ledger::{Final, Ledger};
 
@@ -216,8 +216,9 @@ impl ModeRecord {
     }
 
     /// The summary, timeline and history of `mode`, given the row's final state (`None`: it
-    /// could not be read, and nothing is said about losses).
-    pub fn finish(mut self, mode: &str, end: Option<FinalRead>) -> Finished {
+    /// could not be read, and nothing is said about losses) and the clock rates the
+    /// nemesis set (for server truth).
+    pub fn finish(mut self, mode: &str, end: Option<FinalRead>, rates: &ClockRates) -> Finished {
         let final_value = end.as_ref().and_then(|e| e.state.state.map(|s| s.value));
         let mut anomalies = Vec::new();
         let lost = match &end {
@@ -328,7 +329,7 @@ impl ModeRecord {
             stale_reach: checker::stale_reach(&written),
             unexplained_losses: lost.as_ref().map(|r| r.unexplained().count() as u64),
             indeterminate_writes: self.indeterminate,
-            server_truth: TruthSummary::of(self.truths.iter().map(|(t, v)| (t, *v))),
+            server_truth: TruthSummary::of(self.truths.iter().map(|(t, v)| (t, *v)), rates),
             validity_cuts: self.validity_cuts,
             // Needs the key samples and the fault windows: filled in by the runner.
             leaks: Default::default(),
@@ -366,6 +367,7 @@ mod tests {
             end_bound_us: Some(end + 150),
             holders: 3,
             unknown: 0,
+            reads: Vec::new(),
         };
         grant_read(worker, start, end, outcome, truth)
     }
@@ -406,7 +408,12 @@ mod tests {
                 validity_cut_us: cut,
             });
         }
-        assert_eq!(r.finish("ours", None).report.validity_cuts, 2);
+        assert_eq!(
+            r.finish("ours", None, &ClockRates::default())
+                .report
+                .validity_cuts,
+            2
+        );
     }
 
     #[test]
@@ -445,6 +452,7 @@ mod tests {
                     end_bound_us: bound,
                     holders: 2,
                     unknown: 1,
+                    reads: Vec::new(),
                 },
             ));
         }
@@ -452,7 +460,7 @@ mod tests {
             report: m,
             timeline: t,
             ..
-        } = r.finish("none", Some(end(1)));
+        } = r.finish("none", Some(end(1)), &ClockRates::default());
         assert_eq!(
             (m.sections, m.lost, m.rejected, m.abandoned),
             (2, Some(1), 1, 3)
@@ -518,7 +526,7 @@ mod tests {
             report: m,
             timeline: t,
             ..
-        } = r.finish("none", Some(end(1)));
+        } = r.finish("none", Some(end(1)), &ClockRates::default());
         assert_eq!((m.stale_writes, m.pauses, m.fence_regressions), (1, 1, 1));
         // Itself, and worker 1's write, which landed while it was away.
         assert_eq!(m.stale_reach, 2);

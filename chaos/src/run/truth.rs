@@ -1,6 +1,8 @@
-//! Reading server truth for a worker: after each grant, the key's value and `PTTL` on every
-//! node through the admin addresses (see [`crate::checker::truth`] for what is made of
-//! them).
+//! Reading server truth for a worker: after each grant, the key's value, `PTTL`, absolute
+//! expiry (`PEXPIRETIME`) and the server's `TIME` on every node, in one transaction, through
+//! the admin addresses (see [`crate::checker::truth`] for what is made of them). A server
+//! that refuses the transaction (no `PEXPIRETIME` before Redis 7) is read with `GET` and
+//! `PTTL` alone from then on.
 //!
 //! One connection per node, opened on first use and dropped on any error. Each read has
 //! [`READ_DEADLINE`]; a node that missed it (down, frozen, cut off) is not asked again for
@@ -32,7 +34,12 @@ struct Node {
     url: String,
     conn: Option<MultiplexedConnection>,
     quiet_until: Option<Instant>,
+    /// Whether to ask `PEXPIRETIME` and `TIME` (until the server refuses them).
+    precise: bool,
 }
+
+/// A node's answer: value, `PTTL`, and where asked, expiry (ms) and `TIME` (µs).
+type Answer = (Option<Vec<u8>>, i64, Option<(i64, u64)>);
 
 impl TruthReader {
     /// A reader of `urls` (connects on first read).
@@ -44,19 +51,18 @@ impl TruthReader {
                     url: url.clone(),
                     conn: None,
                     quiet_until: None,
+                    precise: true,
                 })
                 .collect(),
         }
     }
 
-    /// What the nodes say of `key` held with `token`. The quorum is a majority of the
-    /// nodes, whatever the lock under test counts (a mutant's smaller quorum is what the
-    /// truth is there to catch).
+    /// What the nodes say of `key` held with `token`, judged for a majority of the nodes.
     pub async fn read(&mut self, key: &[u8], token: &[u8], clock: ScenarioClock) -> GrantTruth {
         let reads =
             futures::future::join_all(self.nodes.iter_mut().map(|n| n.read(key, token, clock)))
                 .await;
-        GrantTruth::of(&reads, self.nodes.len() / 2 + 1)
+        GrantTruth::of(&reads)
     }
 }
 
@@ -65,6 +71,7 @@ impl Node {
         if self.quiet_until.is_some_and(|t| Instant::now() < t) {
             return NodeRead::Unknown;
         }
+        let precise = self.precise;
         let answer = tokio::time::timeout(READ_DEADLINE, async {
             let conn = match &mut self.conn {
                 Some(c) => c,
@@ -74,24 +81,53 @@ impl Node {
                         .insert(client.get_multiplexed_async_connection().await?)
                 }
             };
-            redis::pipe()
-                .atomic()
-                .get(key)
-                .pttl(key)
-                .query_async::<(Option<Vec<u8>>, i64)>(conn)
-                .await
+            if precise {
+                let (value, pttl, expiry, (secs, micros)) = redis::pipe()
+                    .atomic()
+                    .get(key)
+                    .pttl(key)
+                    .pexpire_time(key)
+                    .cmd("TIME")
+                    .query_async::<(Option<Vec<u8>>, i64, i64, (u64, u64))>(conn)
+                    .await?;
+                let now_us = secs.saturating_mul(1_000_000).saturating_add(micros);
+                Ok::<Answer, redis::RedisError>((value, pttl, Some((expiry, now_us))))
+            } else {
+                let (value, pttl) = redis::pipe()
+                    .atomic()
+                    .get(key)
+                    .pttl(key)
+                    .query_async::<(Option<Vec<u8>>, i64)>(conn)
+                    .await?;
+                Ok((value, pttl, None))
+            }
         })
         .await;
         let complete = Instant::now();
+        let at_us = clock.us(complete);
         match answer {
-            Ok(Ok((value, pttl))) => {
-                NodeRead::from_answer(value.as_deref(), pttl, token, clock.us(complete))
+            Ok(Ok((value, pttl, Some((expiry, now_us))))) => {
+                NodeRead::from_precise_answer(value.as_deref(), pttl, expiry, now_us, token, at_us)
             }
-            Ok(Err(_)) | Err(_) => {
-                self.conn = None;
-                self.quiet_until = Some(complete + BACKOFF);
-                NodeRead::Unknown
+            Ok(Ok((value, pttl, None))) => {
+                NodeRead::from_answer(value.as_deref(), pttl, token, at_us)
             }
+            Ok(Err(e)) => {
+                // The server refused the transaction itself (a command it does not know):
+                // ask what every server answers from now on.
+                if precise && matches!(e.kind(), redis::ErrorKind::Server(_)) {
+                    self.precise = false;
+                }
+                self.give_up(complete)
+            }
+            Err(_) => self.give_up(complete),
         }
+    }
+
+    /// No answer: dropped connection, left alone for [`BACKOFF`].
+    fn give_up(&mut self, now: Instant) -> NodeRead {
+        self.conn = None;
+        self.quiet_until = Some(now + BACKOFF);
+        NodeRead::Unknown
     }
 }

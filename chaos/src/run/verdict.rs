@@ -173,7 +173,7 @@ fn exclusive_and_growing(
         name,
         t.overstated == 0,
         format!(
-            "{name}: {} grants whose validity outlasted a quorum of their keys by the servers' PTTL (want 0; {})",
+            "{name}: {} grants whose validity outlasted a quorum of their keys by the servers' clocks (want 0; {})",
             t.overstated,
             t.describe()
         ),
