@@ -12,17 +12,15 @@ use std::time::Duration;
 use fenced_redlock::Redlock;
 use support::{Cluster, Flavour, StrandingProxy};
 
-/// One node behind a proxy, frozen: an attempt's `SET` reaches its socket unread; the
-/// proxy then closes the connection (the attempt fails at once), the clean-up's delete
-/// waits for a new connection the frozen server cannot answer, and the server is thawed
-/// 100 ms later and runs the `SET`. The delete must still reach it: the key may not stand
-/// for its 5 s TTL.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_cleanup_outlives_the_connection_its_set_went_out_on() {
+/// One node behind a proxy, frozen, with a client whose attempt's `SET` sits unread in the
+/// frozen server's socket when the proxy closes every connection (the attempt fails at
+/// once). The clean-up's delete then waits for a new connection the frozen server cannot
+/// answer. Returns with the server still frozen.
+async fn strand_an_attempt(ttl: Duration) -> (Cluster, StrandingProxy, Redlock) {
     let cluster = Cluster::start(Flavour::Valkey, 1);
     let proxy = StrandingProxy::start(cluster.servers[0].port).await;
     let client = Redlock::builder(vec![proxy.url()])
-        .ttl(Duration::from_secs(5))
+        .ttl(ttl)
         .node_timeout(Duration::from_millis(20))
         .build()
         .expect("valid");
@@ -45,6 +43,14 @@ async fn a_cleanup_outlives_the_connection_its_set_went_out_on() {
     proxy.close_all();
     let failed = attempt.await.expect("no panic");
     assert!(failed.is_err(), "granted by a frozen node: {failed:?}");
+    (cluster, proxy, client)
+}
+
+/// The server is thawed 100 ms after the attempt failed and runs its `SET`. The delete must
+/// still reach it: the key may not stand for its 5 s TTL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cleanup_outlives_the_connection_its_set_went_out_on() {
+    let (cluster, _proxy, client) = strand_an_attempt(Duration::from_secs(5)).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     cluster.servers[0].thaw();
 
@@ -60,28 +66,7 @@ async fn a_cleanup_outlives_the_connection_its_set_went_out_on() {
 /// `shutdown`: it finishes the round in flight and starts no other.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_stops_a_cleanup_that_asks_again() {
-    let cluster = Cluster::start(Flavour::Valkey, 1);
-    let proxy = StrandingProxy::start(cluster.servers[0].port).await;
-    let client = Redlock::builder(vec![proxy.url()])
-        .ttl(Duration::from_secs(30))
-        .node_timeout(Duration::from_millis(20))
-        .build()
-        .expect("valid");
-    client
-        .try_acquire("warm")
-        .await
-        .expect("free")
-        .release()
-        .await;
-
-    cluster.servers[0].freeze();
-    let attempt = tokio::spawn({
-        let client = client.clone();
-        async move { client.try_acquire("stranded").await }
-    });
-    tokio::time::sleep(Duration::from_millis(5)).await;
-    proxy.close_all();
-    assert!(attempt.await.expect("no panic").is_err());
+    let (cluster, _proxy, client) = strand_an_attempt(Duration::from_secs(30)).await;
     // The clean-up is now asking again, every round timing out against the frozen node.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let stopped = client.shutdown().await;
