@@ -31,7 +31,9 @@ pub const GAP_FACTOR: u64 = 4;
 
 /// ...or this, whichever is larger. In the run above the longest gap inside a minority
 /// fault was 168 ms (healthy: up to 205 ms); a lock that waits out a dead node's connect
-/// timeout, or stops for a second per acquire, goes past it.
+/// timeout, or stops for a second per acquire, goes past it — and so did the correct lock
+/// on a busy machine (1.1 and 1.8 s in the clean-clone CI of 2026-12-03), which is why a
+/// gap over the limit is reported, not judged.
 pub const GAP_FLOOR_MS: u64 = 1_000;
 
 /// How a mode's grants went around the faults of one scenario.
