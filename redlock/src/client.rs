@@ -14,7 +14,7 @@ use crate::fence::FenceToken;
 use crate::lease::{Lease, NodeOutcome, NodeReport};
 use crate::node::Node;
 use crate::notify::Notifier;
-use crate::quarantine::Restarts;
+use crate::quarantine::{Guards, Restarts};
 use crate::quorum::{self, Tally, Until};
 use crate::script;
 use crate::token::Token;
@@ -44,9 +44,10 @@ pub(crate) struct Shared {
     /// The runtime of a blocking client: its background work runs there, wherever the
     /// drop that started it happened.
     home: OnceLock<tokio::runtime::Handle>,
-    /// The restart quarantine of every client sharing these connections: the longest
-    /// any of them needs (see `quarantine`); `None` when it is off.
-    quarantine: Mutex<Option<Duration>>,
+    /// The restart quarantine and clock-jump guard of every client sharing these
+    /// connections, merged to the strictest any of them needs (see `quarantine`); `None`
+    /// when both are off.
+    guards: Mutex<Option<Guards>>,
     /// Told of every restart a node sees.
     restarts: Arc<Restarts>,
 }
@@ -60,27 +61,27 @@ impl Shared {
             closing: CancellationToken::new(),
             longest_deadline: Mutex::new(deadline),
             home: OnceLock::new(),
-            quarantine: Mutex::new(None),
+            guards: Mutex::new(None),
             restarts,
         }
     }
 
-    /// The restart quarantine now in force, `None` when off.
-    pub(crate) fn quarantine(&self) -> Option<Duration> {
+    /// The guards now in force, `None` when both are off.
+    pub(crate) fn guards(&self) -> Option<Guards> {
         *self
-            .quarantine
+            .guards
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Grows the quarantine to cover `settings`' TTL (see [`RestartQuarantine::Auto`](crate::config::RestartQuarantine::Auto)).
-    fn note_quarantine(&self, settings: &Settings) {
-        if let Some(length) = settings.quarantine_length() {
-            let mut q = self
-                .quarantine
+    /// Grows the guards to cover `settings`' TTL (see [`RestartQuarantine::Auto`](crate::config::RestartQuarantine::Auto)).
+    fn note_guards(&self, settings: &Settings) {
+        if let Some(new) = settings.guards() {
+            let mut g = self
+                .guards
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            *q = Some(q.map_or(length, |q| q.max(length)));
+            *g = Some(g.map_or(new, |g| g.merge(new)));
         }
     }
 
@@ -284,7 +285,7 @@ impl Redlock {
 
     pub(crate) fn from_shared(shared: Shared, settings: Settings) -> Self {
         shared.note_deadline(settings.node_timeout);
-        shared.note_quarantine(&settings);
+        shared.note_guards(&settings);
         Redlock {
             shared: Arc::new(shared),
             settings: Arc::new(settings),
@@ -338,7 +339,12 @@ impl Redlock {
     /// longest TTL + drift allowance of this client and of every client made from it by
     /// [`with_ttl`](Self::with_ttl) (or by [`Lease::extend_for`]) so far.
     pub fn restart_quarantine(&self) -> Option<Duration> {
-        self.shared.quarantine()
+        self.shared.guards().filter(|g| g.young).map(|g| g.length)
+    }
+
+    /// Whether the clock-jump guard is on (see [`Builder::clock_jump_guard`]).
+    pub fn clock_jump_guard(&self) -> bool {
+        self.shared.guards().is_some_and(|g| g.jumps.is_some())
     }
 
     /// Whether leases carry fencing tokens.
@@ -355,7 +361,7 @@ impl Redlock {
     pub fn with_ttl(&self, ttl: Duration) -> Result<Redlock, ConfigError> {
         let settings = self.settings.with_ttl(ttl)?;
         self.shared.note_deadline(settings.node_timeout);
-        self.shared.note_quarantine(&settings);
+        self.shared.note_guards(&settings);
         Ok(Redlock {
             shared: Arc::clone(&self.shared),
             settings: Arc::new(settings),
@@ -626,12 +632,12 @@ impl Redlock {
             armed: true,
         };
 
-        let quarantine = self.shared.quarantine();
+        let guards = self.shared.guards();
         let votes: Tally<(i64, u64)> =
             quorum::fan_out(nodes, required, Until::Decided, deadline, tasks, |node| {
                 let (key, fence_key, token) = (Arc::clone(&key), fence_key.clone(), token);
                 async move {
-                    node.vote(quarantine, |mut c| async move {
+                    node.vote(guards, |mut c| async move {
                         if let Some(fence_key) = fence_key {
                             let fence: i64 = script::ACQUIRE_FENCED
                                 .call(&[key.as_bytes(), &fence_key])
@@ -681,7 +687,7 @@ impl Redlock {
                     let (key, fence_key, token) = (Arc::clone(&key), Arc::clone(fence_key), token);
                     async move {
                         let (reply, took) = node
-                            .call_in_epoch(|mut c| async move {
+                            .call_sampled(guards, |mut c| async move {
                                 let held: i64 = script::FENCE_WRITE
                                     .call(&[key.as_bytes(), &fence_key])
                                     .arg(token.as_str())
@@ -700,7 +706,7 @@ impl Redlock {
                             Ok(_) => Ok(None),
                             Err(e) => Err(e),
                         };
-                        (node.counted(answer, quarantine), took)
+                        (node.counted(answer, guards), took)
                     }
                 })
                 .await;
@@ -715,12 +721,7 @@ impl Redlock {
                 }
             }
             fence = Some(next);
-            // The keys round two found still ours are the ones the lease counts on.
-            for (epoch, answer) in voters.iter_mut().zip(&written.answers) {
-                if !matches!(answer, Some((Ok(Some(_)), _))) {
-                    *epoch = None;
-                }
-            }
+            confirm_voters(&mut voters, &written);
         }
 
         let elapsed = started.elapsed();
@@ -779,6 +780,22 @@ impl Redlock {
 }
 
 /// The epoch of each node's yes (see `quarantine`), `None` where it did not say yes.
+/// The votes a fenced lease counts on, after its fence write: where the write answered
+/// before the decision, its answer (a clean write, in the epoch it was given; anything
+/// else, no vote); where it had not answered yet, the first round's yes stands (that key
+/// is ours until it expires or its server forgets it). Counting only the nodes that said
+/// yes in both rounds left a lease whose two quorums differed with fewer votes than a
+/// quorum: void from birth under the restart quarantine or the clock-jump guard.
+fn confirm_voters(voters: &mut [Option<u64>], written: &Tally<((), u64)>) {
+    for (epoch, answer) in voters.iter_mut().zip(&written.answers) {
+        match answer {
+            Some((Ok(Some(((), e))), _)) => *epoch = Some(*e),
+            Some(_) => *epoch = None,
+            None => {}
+        }
+    }
+}
+
 pub(crate) fn epochs<T>(votes: &Tally<(T, u64)>) -> Vec<Option<u64>> {
     votes
         .answers
@@ -808,4 +825,37 @@ fn reports<T>(nodes: &[Arc<Node>], votes: &Tally<T>) -> Vec<NodeReport> {
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fenced_lease_counts_every_node_whose_key_is_ours_when_its_two_quorums_differ() {
+        // Round one decided on nodes 0 and 1 (node 2's grant came later); round two on
+        // nodes 0 and 2 (node 1's clean write came later). Three keys are ours.
+        let mut voters = vec![Some(4), Some(7), None];
+        let yes = |e: u64| Some((Ok(Some(((), e))), Duration::ZERO));
+        let written = Tally {
+            answers: vec![yes(4), None, yes(9)],
+            yes: 2,
+            required: 2,
+        };
+        confirm_voters(&mut voters, &written);
+        assert_eq!(voters, [Some(4), Some(7), Some(9)]);
+        // A write that found the key gone, or failed, takes the node's vote away.
+        let mut voters = vec![Some(1), Some(1), Some(1)];
+        let written = Tally {
+            answers: vec![
+                yes(1),
+                Some((Ok(None), Duration::ZERO)),
+                Some((Err(NodeError::FenceAhead(3)), Duration::ZERO)),
+            ],
+            yes: 1,
+            required: 2,
+        };
+        confirm_voters(&mut voters, &written);
+        assert_eq!(voters, [Some(1), None, None]);
+    }
 }

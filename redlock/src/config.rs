@@ -4,8 +4,10 @@ use std::time::Duration;
 
 use redis::IntoConnectionInfo;
 
+use crate::clockwatch::Allowance;
 use crate::error::ConfigError;
 use crate::node::Node;
+use crate::quarantine::Guards;
 use crate::retry::RetryPolicy;
 use crate::validity;
 use crate::{Redlock, Shared};
@@ -75,6 +77,8 @@ pub(crate) struct Settings {
     pub(crate) fencing: bool,
     pub(crate) notify: bool,
     pub(crate) quarantine: RestartQuarantine,
+    /// Whether the clock-jump guard is on (see `clockwatch`).
+    pub(crate) clock_jump_guard: bool,
 }
 
 impl Settings {
@@ -149,12 +153,13 @@ impl Settings {
             fencing,
             notify,
             quarantine,
+            clock_jump_guard: false,
         })
     }
 
     /// Settings with another TTL, re-deriving what depends on it.
     pub(crate) fn with_ttl(&self, ttl: Duration) -> Result<Self, ConfigError> {
-        Self::validated(
+        let mut settings = Self::validated(
             ttl,
             self.drift_factor,
             self.node_timeout_explicit.then_some(self.node_timeout),
@@ -163,17 +168,28 @@ impl Settings {
             self.fencing,
             self.notify,
             self.quarantine,
-        )
+        )?;
+        settings.clock_jump_guard = self.clock_jump_guard;
+        Ok(settings)
     }
 
-    /// How long a node that started at most this long ago may not vote, for leases of
-    /// this client's TTL; `None` when the quarantine is off.
-    pub(crate) fn quarantine_length(&self) -> Option<Duration> {
-        match self.quarantine {
-            RestartQuarantine::Auto => Some(self.ttl.saturating_add(self.drift)),
-            RestartQuarantine::For(length) => Some(length),
-            RestartQuarantine::Off => None,
-        }
+    /// The guards leases of this client's TTL need: how long a node that started,
+    /// restarted or jumped at most this long ago may not vote, whether a young server is
+    /// kept out, and the clock-jump allowance; `None` when both guards are off.
+    pub(crate) fn guards(&self) -> Option<Guards> {
+        let auto = self.ttl.saturating_add(self.drift);
+        let length = match self.quarantine {
+            RestartQuarantine::For(length) => length,
+            RestartQuarantine::Auto | RestartQuarantine::Off => auto,
+        };
+        let young = self.quarantine != RestartQuarantine::Off;
+        (young || self.clock_jump_guard).then(|| Guards {
+            length,
+            young,
+            jumps: self
+                .clock_jump_guard
+                .then(|| Allowance::of(self.drift, self.drift_factor)),
+        })
     }
 
     /// The TTL as sent in `PX` (whole milliseconds, at most [`MAX_TTL`]: see `validated`).
@@ -221,6 +237,7 @@ pub struct Builder {
     fencing: bool,
     notify: bool,
     quarantine: RestartQuarantine,
+    clock_jump_guard: bool,
 }
 
 impl Builder {
@@ -256,6 +273,7 @@ impl Builder {
             fencing: false,
             notify: true,
             quarantine: RestartQuarantine::Off,
+            clock_jump_guard: false,
         }
     }
 
@@ -379,6 +397,46 @@ impl Builder {
         self
     }
 
+    /// Keep a node whose clock jumped forward out of the vote (default off). See
+    /// `clockwatch` in the crate docs for the mechanism.
+    ///
+    /// Why: a server expires keys on its own clock, so a clock that jumps forward by more
+    /// than the drift allowance expires every key there early, and a second client can
+    /// gather a majority while the first still holds the lock. With the guard on, every
+    /// vote (acquire, fence write, extend) carries a `TIME` pipelined behind it; a node
+    /// whose clock moved further from ours since the previous reading than the drift
+    /// allowance (the TTL × drift factor + 2 ms, plus the drift factor of the time
+    /// between readings) is out of the vote for the quarantine's length from the moment
+    /// the jump is seen (the restart quarantine's length when that is set, else the
+    /// longest TTL + drift this client uses), and a held lease whose majority counted it
+    /// is lost ([`LossReason::ClockJumped`](crate::LossReason::ClockJumped)).
+    ///
+    /// What it cannot see: a jump before this client first read the node's clock, a
+    /// jump smaller than the allowance plus the round trips' uncertainty, and a clock
+    /// that runs fast in steps each below that (a rate outside the drift factor). It
+    /// needs `TIME` (an ACL that denies it fails every vote).
+    ///
+    /// What it costs: one `TIME` request and reply per node per round, on the same
+    /// connection and round trip; and availability after a jump (the jumped node is out
+    /// for a TTL + drift). Off by default for now: it is new, and its cost is measured in
+    /// `chaos bench` before it becomes the default.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use fenced_redlock::Redlock;
+    ///
+    /// let redlock = Redlock::builder(["redis://127.0.0.1:7001"])
+    ///     .ttl(Duration::from_secs(10))
+    ///     .clock_jump_guard(true)
+    ///     .build()
+    ///     .expect("valid");
+    /// assert!(redlock.clock_jump_guard());
+    /// ```
+    pub fn clock_jump_guard(mut self, on: bool) -> Self {
+        self.clock_jump_guard = on;
+        self
+    }
+
     /// Validates the configuration and creates the client. Connections are made lazily
     /// and reconnect by themselves: a node that is down now is a failed vote later, not
     /// an error here.
@@ -390,7 +448,7 @@ impl Builder {
     /// # Errors
     /// A [`ConfigError`] naming the setting to change.
     pub fn build(self) -> Result<Redlock, ConfigError> {
-        let settings = Settings::validated(
+        let mut settings = Settings::validated(
             self.ttl,
             self.drift_factor,
             self.node_timeout,
@@ -400,6 +458,7 @@ impl Builder {
             self.notify,
             self.quarantine,
         )?;
+        settings.clock_jump_guard = self.clock_jump_guard;
         if self.nodes.is_empty() {
             return Err(ConfigError::NoNodes);
         }

@@ -172,6 +172,20 @@ pub enum NodeError {
         /// Time until the node's votes count again (zero when it restarted since it voted).
         remaining: Duration,
     },
+    /// The node said yes, but the `TIME` read behind it showed its clock leapt forward by
+    /// at least `ahead` beyond the drift allowance since this client last read it (the
+    /// clock-jump guard, [`Builder::clock_jump_guard`](crate::Builder::clock_jump_guard)):
+    /// keys there may have expired early, so its vote does not count until every lease
+    /// granted before the jump has ended. It votes again once `remaining` has passed.
+    #[error(
+        "clock jumped forward by at least {ahead:?}: its keys may have expired early; its vote counts again in {remaining:?}"
+    )]
+    ClockJumped {
+        /// The least the node's clock moved beyond what the drift allowance explains.
+        ahead: Duration,
+        /// Time until the node's votes count again.
+        remaining: Duration,
+    },
 }
 
 impl NodeError {
@@ -389,7 +403,9 @@ impl LockError {
                             f.reason,
                             NodeFailureReason::NotOurs
                                 | NodeFailureReason::NoAnswerYet
-                                | NodeFailureReason::Error(NodeError::Quarantined { .. })
+                                | NodeFailureReason::Error(
+                                    NodeError::Quarantined { .. } | NodeError::ClockJumped { .. }
+                                )
                         )
                     })
             }

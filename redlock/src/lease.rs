@@ -240,12 +240,13 @@ impl Lease {
         Instant::now() < self.valid_until && !self.restart_voided()
     }
 
-    /// Whether restarts seen since the lease's last successful round leave fewer than a
-    /// quorum of its votes from servers that have not restarted (see `quarantine`). Never
-    /// for a lease with no round of its own yet (adopted), or with the quarantine off.
+    /// Whether restarts (or clock jumps, with the clock-jump guard) seen since the lease's
+    /// last successful round leave fewer than a quorum of its votes from servers that have
+    /// not restarted or jumped (see `quarantine`). Never for a lease with no round of its
+    /// own yet (adopted), or with both guards off.
     pub(crate) fn restart_voided(&self) -> bool {
         let shared = self.client.shared();
-        if self.unverified || shared.quarantine().is_none() {
+        if self.unverified || shared.guards().is_none() {
             return false;
         }
         let standing = shared
@@ -257,11 +258,28 @@ impl Lease {
         standing < self.client.quorum()
     }
 
-    /// The error of an extend on a lease that a restart voided.
+    /// Why a voided lease lost its majority: a clock jump if one voided any of its votes,
+    /// else a restart.
+    pub(crate) fn void_reason(&self) -> crate::LossReason {
+        let jumped = self
+            .client
+            .shared()
+            .nodes
+            .iter()
+            .zip(&self.voters)
+            .any(|(node, voted)| voted.is_some_and(|e| node.jumped_since(e)));
+        if jumped {
+            crate::LossReason::ClockJumped
+        } else {
+            crate::LossReason::NodeRestarted
+        }
+    }
+
+    /// The error of an extend on a lease that a restart or clock jump voided.
     fn restarted(&self) -> LockError {
         LockError::LeaseLost {
             resource: self.resource.clone(),
-            reason: crate::LossReason::NodeRestarted,
+            reason: self.void_reason(),
         }
     }
 
@@ -425,7 +443,7 @@ impl Lease {
         let shared = client.shared();
         let nodes = &shared.nodes;
         let required = client.quorum();
-        let quarantine = shared.quarantine();
+        let guards = shared.guards();
         let tally: Tally<((), u64)> = quorum::fan_out(
             nodes,
             required,
@@ -435,7 +453,7 @@ impl Lease {
             |node| {
                 let (key, token) = (Arc::clone(&self.key), self.token);
                 async move {
-                    node.vote(quarantine, |mut c| async move {
+                    node.vote(guards, |mut c| async move {
                         let r: i64 = script::EXTEND
                             .call(&[key.as_bytes()])
                             .arg(token.as_str())

@@ -52,7 +52,12 @@
 //!   ours (the drift allowance is 1 % + 2 ms). A server clock that *jumps* (manual change,
 //!   NTP step) expires keys early and two holders can overlap. Fencing tokens still
 //!   grow (see [`fence`]), so a fenced resource refuses the older holder. Run servers with
-//!   slewing time sync, not stepping.
+//!   slewing time sync, not stepping. The **clock-jump guard**
+//!   ([`Builder::clock_jump_guard`], off by default) reads each node's `TIME` behind every
+//!   vote and keeps a node whose clock leapt forward out of the vote for a TTL + drift,
+//!   voiding a held lease's votes from it; it cannot see a jump that came before this
+//!   client first read that node, nor one within the drift allowance plus the round
+//!   trips' uncertainty.
 //! - **Restarts without persistence.** A primary that restarts empty forgets the keys
 //!   it held; without a guard a second client can then gather a majority while the first
 //!   still holds its lease, with the same fencing token (see [`fence`]). The **restart
@@ -81,9 +86,10 @@
 //!   up, a reconnect and a retransmission in that order; avoid `extend_for` with less
 //!   time than is left where that matters.
 //! - **What the lock cannot promise:** mutual exclusion under unbounded pauses, clock
-//!   jumps, amnesia the restart quarantine cannot see (above), or more than N − quorum
-//!   amnesic nodes with the quarantine off. Use it to avoid duplicate work, and
-//!   fence the writes where correctness matters.
+//!   jumps with the guard off or that the guard cannot see (above), amnesia the restart
+//!   quarantine cannot see (above), or more than N − quorum amnesic nodes with the
+//!   quarantine off. Use it to avoid duplicate work, and fence the writes where
+//!   correctness matters.
 //!
 //! ## Cancellation
 //! Acquires are cancel-safe. Dropping an `acquire` or `try_acquire` future before it
@@ -154,6 +160,8 @@
 //! - `notify`: release notifications for waiters.
 //! - `quarantine`: the restart quarantine — a node's start from its uptime, epochs of
 //!   `run_id`s, and why a restarted node's vote waits for a TTL.
+//! - `clockwatch`: the clock-jump guard — each node's clock offset from `TIME` read
+//!   behind every vote, and what counts as a jump.
 //! - `script`: the Lua scripts, and why they go as `EVAL`. `node`: one primary, its
 //!   connection and calls with a deadline (made from a URL or from your `redis::Client`,
 //!   see [`Redlock::builder_from_clients`]). `conn`: the connection itself — our own lean
@@ -182,6 +190,7 @@
 pub mod blocking;
 mod cleanup;
 mod client;
+mod clockwatch;
 pub mod config;
 mod conn;
 pub mod error;

@@ -77,6 +77,9 @@ pub const HANDOFF_WAKEUPS_TOTAL: &str = "redlock_handoff_wakeups_total";
 pub const QUARANTINED_VOTES_TOTAL: &str = "redlock_quarantined_votes_total";
 /// Counter, label `node`: restarts seen (a new `run_id` on a new connection).
 pub const NODE_RESTARTS_TOTAL: &str = "redlock_node_restarts_total";
+/// Counter, labels `node` and `direction` (`forward`, `backward`): clock jumps seen by the
+/// clock-jump guard.
+pub const NODE_CLOCK_JUMPS_TOTAL: &str = "redlock_node_clock_jumps_total";
 
 /// Registers each metric's description and unit with the installed recorder. Call it once
 /// after installing the recorder (exporters show the descriptions as help text).
@@ -137,6 +140,11 @@ pub fn describe() {
         NODE_RESTARTS_TOTAL,
         Unit::Count,
         "Node restarts seen (a new run_id on a new connection), by node."
+    );
+    describe_counter!(
+        NODE_CLOCK_JUMPS_TOTAL,
+        Unit::Count,
+        "Server clock jumps seen by the clock-jump guard, by node and direction."
     );
 }
 
@@ -211,6 +219,7 @@ pub(crate) fn node_error(node: &str, error: &NodeError) {
             NodeError::FenceAhead(_) => "fence_ahead",
             NodeError::Backlog(_) => "backlog",
             NodeError::Quarantined { .. } => "quarantined",
+            NodeError::ClockJumped { .. } => "clock_jumped",
         };
         ::metrics::counter!(NODE_ERRORS_TOTAL, "node" => node.to_owned(), "kind" => kind)
             .increment(1);
@@ -249,6 +258,7 @@ pub(crate) fn lease_lost(reason: LossReason) {
             LossReason::Expired => "expired",
             LossReason::Gone => "gone",
             LossReason::NodeRestarted => "node_restarted",
+            LossReason::ClockJumped => "clock_jumped",
             LossReason::MaxHoldReached => "max_hold",
             LossReason::Shutdown => "shutdown",
         };
@@ -272,6 +282,15 @@ pub(crate) fn node_restarted(node: &str) {
     ::metrics::counter!(NODE_RESTARTS_TOTAL, "node" => node.to_owned()).increment(1);
     #[cfg(not(feature = "metrics"))]
     let _ = node;
+}
+
+/// The clock-jump guard saw a node's clock jump (`forward` or `backward`).
+pub(crate) fn clock_jumped(node: &str, direction: &'static str) {
+    #[cfg(feature = "metrics")]
+    ::metrics::counter!(NODE_CLOCK_JUMPS_TOTAL, "node" => node.to_owned(), "direction" => direction)
+        .increment(1);
+    #[cfg(not(feature = "metrics"))]
+    let _ = (node, direction);
 }
 
 /// A release notice woke a waiting acquire.

@@ -52,10 +52,11 @@ use tokio::sync::Mutex;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use crate::clockwatch::{Sample, Step};
 use crate::config::Settings;
 use crate::conn::Conn;
 use crate::error::NodeError;
-use crate::quarantine::{Incarnation, Restarts, ServerInfo};
+use crate::quarantine::{Guards, Incarnation, Restarts, ServerInfo};
 
 /// Whether a server has a native compare-and-delete, detected once per node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -249,34 +250,35 @@ impl Node {
     }
 
     /// A vote: like [`call_unbounded`](Self::call_unbounded), and a yes counts only if
-    /// the server that gave it is not in its restart quarantine of `quarantine` (`None`:
-    /// off) — else it is [`NodeError::Quarantined`]. A yes carries the epoch of the server
-    /// that gave it, for the lease to notice a later restart.
+    /// `guards` let it (see [`counted`](Self::counted)); with the clock-jump guard on, a
+    /// `TIME` goes behind the request (see [`call_sampled`](Self::call_sampled)). A yes
+    /// carries the epoch of the server that gave it, for the lease to notice a later
+    /// restart or jump.
     pub(crate) async fn vote<T, F, Fut>(
         &self,
-        quarantine: Option<Duration>,
+        guards: Option<Guards>,
         f: F,
     ) -> (Result<Option<(T, u64)>, NodeError>, Duration)
     where
         F: FnOnce(Conn) -> Fut,
         Fut: Future<Output = RedisResult<Option<T>>>,
     {
-        let (result, took) = self.call_in_epoch(f).await;
+        let (result, took) = self.call_sampled(guards, f).await;
         let answer = result.map(|(v, epoch)| v.map(|v| (v, epoch)));
-        (self.counted(answer, quarantine), took)
+        (self.counted(answer, guards), took)
     }
 
     /// A yes (with the epoch of the server that gave it) becomes
-    /// [`NodeError::Quarantined`] when that server is in its restart quarantine of
-    /// `quarantine` (`None`: off), or restarted since.
+    /// [`NodeError::Quarantined`] or [`NodeError::ClockJumped`] when `guards` (`None`:
+    /// off) keep that server out of the vote now, or it restarted or jumped since.
     pub(crate) fn counted<T>(
         &self,
         answer: Result<Option<(T, u64)>, NodeError>,
-        quarantine: Option<Duration>,
+        guards: Option<Guards>,
     ) -> Result<Option<(T, u64)>, NodeError> {
-        match (answer, quarantine) {
-            (Ok(Some((v, epoch))), Some(length)) => {
-                match self.incarnation.vote_counts(epoch, Instant::now(), length) {
+        match (answer, guards) {
+            (Ok(Some((v, epoch))), Some(guards)) => {
+                match self.incarnation.vote_counts(epoch, Instant::now(), guards) {
                     Ok(()) => Ok(Some((v, epoch))),
                     Err(e) => {
                         crate::metrics::quarantined_vote(&self.addr);
@@ -286,6 +288,51 @@ impl Node {
             }
             (answer, _) => answer,
         }
+    }
+
+    /// Like [`call_in_epoch`](Self::call_in_epoch); with the clock-jump guard on in
+    /// `guards`, a `TIME` is pipelined behind the request and the node's clock checked
+    /// (see `clockwatch`). A `TIME` that fails or makes no sense fails the call: a yes
+    /// whose clock could not be read does not count.
+    pub(crate) async fn call_sampled<T, F, Fut>(
+        &self,
+        guards: Option<Guards>,
+        f: F,
+    ) -> (Result<(T, u64), NodeError>, Duration)
+    where
+        F: FnOnce(Conn) -> Fut,
+        Fut: Future<Output = RedisResult<T>>,
+    {
+        let Some(allowance) = guards.and_then(|g| g.jumps) else {
+            return self.call_in_epoch(f).await;
+        };
+        let (result, took) = self.call_with(f, true).await;
+        let result = result.map(|(v, epoch, sample)| {
+            if let Some(sample) = sample {
+                match self
+                    .incarnation
+                    .sample_clock(&sample, allowance, Instant::now())
+                {
+                    Step::Forward(ahead) => {
+                        tracing::warn!(node = %self.addr, ?ahead, "node's clock jumped forward: its votes are void for a quarantine");
+                        crate::metrics::clock_jumped(&self.addr, "forward");
+                        self.restarts.seen();
+                    }
+                    Step::Backward(behind) => {
+                        tracing::info!(node = %self.addr, ?behind, "node's clock jumped backward (keys there live longer)");
+                        crate::metrics::clock_jumped(&self.addr, "backward");
+                    }
+                    Step::First | Step::Steady => {}
+                }
+            }
+            (v, epoch)
+        });
+        (result, took)
+    }
+
+    /// Whether a clock jump voided this node's votes of `epoch` (see `quarantine`).
+    pub(crate) fn jumped_since(&self, epoch: u64) -> bool {
+        self.incarnation.jumped_since(epoch)
     }
 
     /// The epoch of the server this node reaches now (see `quarantine`).
@@ -302,6 +349,20 @@ impl Node {
         F: FnOnce(Conn) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
     {
+        let (result, took) = self.call_with(f, false).await;
+        (result.map(|(v, epoch, _)| (v, epoch)), took)
+    }
+
+    /// Runs `f` in order, with a `TIME` behind it when `timed` (its sample returned).
+    async fn call_with<T, F, Fut>(
+        &self,
+        f: F,
+        timed: bool,
+    ) -> (Result<(T, u64, Option<Sample>), NodeError>, Duration)
+    where
+        F: FnOnce(Conn) -> Fut,
+        Fut: Future<Output = RedisResult<T>>,
+    {
         let started = Instant::now();
         if let Some(other) = self.same_as.get() {
             return (Err(NodeError::SameServer(other.clone())), started.elapsed());
@@ -310,7 +371,7 @@ impl Node {
         // without taking a place in line — the gate, or the pipeline's channel — and a
         // later call would overtake this one (see "Calls reach the server in the order
         // they were made").
-        let result = match tokio::task::unconstrained(self.in_order(f)).await {
+        let result = match tokio::task::unconstrained(self.in_order(f, timed)).await {
             Err(e) => match self.same_as.get() {
                 Some(other) => Err(NodeError::SameServer(other.clone())),
                 None => Err(NodeError::from_redis(&e)),
@@ -425,27 +486,57 @@ impl Node {
     }
 
     /// Runs `f`, its first request handed to the connection before any later call's (see
-    /// the module docs).
-    async fn in_order<T, F, Fut>(&self, f: F) -> RedisResult<(T, u64)>
+    /// the module docs); when `timed`, a `TIME` right behind it on the same connection,
+    /// read as a [`Sample`] of the server's clock taken after `f`'s command ran.
+    async fn in_order<T, F, Fut>(&self, f: F, timed: bool) -> RedisResult<(T, u64, Option<Sample>)>
     where
         F: FnOnce(Conn) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
     {
         let mut gate = self.conn.lock().await;
         let (generation, conn, epoch) = self.connection(&mut gate).await?;
+        // Read in the gate: a jump seen later leaves this call in the old epoch.
+        let epoch = self.incarnation.sending(epoch);
         // Waited for in the gate, so calls keep their order when the limit is reached;
-        // held until the reply, so the channel always has room for this request.
+        // held until the reply, so the channel always has room for this request (and its
+        // `TIME`).
         let _in_flight = Arc::clone(&self.in_flight)
-            .acquire_owned()
+            .acquire_many_owned(if timed { 2 } else { 1 })
             .await
             .map_err(|_| RedisError::from((redis::ErrorKind::Client, "node closed")))?;
+        let sent = Instant::now();
+        let mut clock = timed.then(|| {
+            let mut c = conn.clone();
+            Box::pin(async move { redis::cmd("TIME").query_async::<(u64, u64)>(&mut c).await })
+        });
         let mut request = std::pin::pin!(f(conn));
         // One poll puts the request in the pipeline's queue (or in line for a place in it).
         let first = std::future::poll_fn(|cx| Poll::Ready(request.as_mut().poll(cx))).await;
+        // And one puts the `TIME` behind it, still inside the gate.
+        let clock_first = match clock.as_mut() {
+            Some(c) => Some(std::future::poll_fn(|cx| Poll::Ready(c.as_mut().poll(cx))).await),
+            None => None,
+        };
         drop(gate);
         let result = match first {
             Poll::Ready(r) => r,
             Poll::Pending => request.await,
+        };
+        let result = match (result, clock, clock_first) {
+            (Ok(v), Some(c), Some(first)) => {
+                let time = match first {
+                    Poll::Ready(t) => t,
+                    Poll::Pending => c.await,
+                };
+                let received = Instant::now();
+                time.and_then(|t| {
+                    Sample::new(sent, t, received).ok_or_else(|| {
+                        RedisError::from((redis::ErrorKind::Parse, "TIME reply out of range"))
+                    })
+                })
+                .map(|sample| (v, Some(sample)))
+            }
+            (r, _, _) => r.map(|v| (v, None)),
         };
         if let Err(e) = &result
             && broken(e)
@@ -456,7 +547,7 @@ impl Node {
                 *gate = Slot::Empty;
             }
         }
-        result.map(|v| (v, epoch))
+        result.map(|(v, sample)| (v, epoch, sample))
     }
 
     /// The native compare-and-delete this server is known to offer. Until a probe has

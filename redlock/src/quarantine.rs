@@ -43,7 +43,39 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use crate::clockwatch::{Allowance, ClockWatch, Sample, Step};
 use crate::error::NodeError;
+
+/// The guards in force for a vote: the restart quarantine, the clock-jump guard (see
+/// `clockwatch`), or both. `None` where a vote is taken means both are off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Guards {
+    /// How long a node stays out of the vote after its start, restart or clock jump.
+    pub(crate) length: Duration,
+    /// Whether a server younger than `length` is kept out (the restart quarantine is on).
+    pub(crate) young: bool,
+    /// The clock-jump guard's allowance, when the guard is on.
+    pub(crate) jumps: Option<Allowance>,
+}
+
+impl Guards {
+    /// The guards covering both `self` and `other`: the longer quarantine, the smaller
+    /// jump tolerance.
+    pub(crate) fn merge(self, other: Guards) -> Guards {
+        let jumps = match (self.jumps, other.jumps) {
+            (Some(a), Some(b)) => Some(Allowance {
+                tolerance: a.tolerance.min(b.tolerance),
+                rate_ppm: a.rate_ppm.min(b.rate_ppm),
+            }),
+            (a, b) => a.or(b),
+        };
+        Guards {
+            length: self.length.max(other.length),
+            young: self.young || other.young,
+            jumps,
+        }
+    }
+}
 
 /// What a server said about itself in `INFO server`, and when the reply was in.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,6 +119,12 @@ struct Life {
     epoch: u64,
     /// The latest possible start of the current server, if known.
     started_by: Option<Instant>,
+    /// The node's clock as this client sampled it (clock-jump guard).
+    clock: ClockWatch,
+    /// The last forward jump seen: when, and by at least how much.
+    jumped: Option<(Instant, Duration)>,
+    /// The epoch the last forward jump moved to.
+    jump_epoch: Option<u64>,
 }
 
 /// A node's incarnations: which server it is now, since when at the latest.
@@ -130,29 +168,62 @@ impl Incarnation {
         self.life().epoch
     }
 
-    /// Whether a yes given on a connection of `epoch` counts at `now` under a quarantine of
-    /// `length`: `Err` with the time until the node votes again when it does not (the node
-    /// started less than `length` ago, or restarted since that connection was made).
+    /// Whether a yes given on a connection of `epoch` counts at `now` under `guards`:
+    /// `Err` with the time until the node votes again when it does not (the node started
+    /// less than the quarantine ago and the restart quarantine is on, its clock jumped
+    /// less than the quarantine ago, or it restarted or jumped since that yes).
     pub(crate) fn vote_counts(
         &self,
         epoch: u64,
         now: Instant,
-        length: Duration,
+        guards: Guards,
     ) -> Result<(), NodeError> {
         let life = self.life();
-        let ends = life.started_by.map(|s| s.checked_add(length));
-        let remaining = match ends {
-            // Too far to represent: quarantined for as long as anyone can wait.
-            Some(None) => Some(Duration::MAX),
-            Some(Some(end)) if now < end => Some(end.saturating_duration_since(now)),
-            _ => None,
+        let left = |from: Instant| match from.checked_add(guards.length) {
+            // Too far to represent: out for as long as anyone can wait.
+            None => Some(Duration::MAX),
+            Some(end) if now < end => Some(end.saturating_duration_since(now)),
+            Some(_) => None,
         };
-        match (epoch == life.epoch, remaining) {
-            (true, None) => Ok(()),
-            (_, remaining) => Err(NodeError::Quarantined {
+        let young = life.started_by.filter(|_| guards.young).and_then(left);
+        let jumped = life.jumped.and_then(|(at, ahead)| Some((left(at)?, ahead)));
+        match (epoch == life.epoch, young, jumped) {
+            (_, _, Some((remaining, ahead))) => Err(NodeError::ClockJumped {
+                ahead,
+                remaining: remaining.max(young.unwrap_or_default()),
+            }),
+            (true, None, None) => Ok(()),
+            (_, remaining, None) => Err(NodeError::Quarantined {
                 remaining: remaining.unwrap_or_default(),
             }),
         }
+    }
+
+    /// Takes a `TIME` sample in (see `clockwatch`). A forward jump beyond `allowance`
+    /// starts the node's quarantine at `now` and moves its epoch on, voiding every
+    /// earlier yes — the one the sample came with included.
+    pub(crate) fn sample_clock(&self, sample: &Sample, allowance: Allowance, now: Instant) -> Step {
+        let mut life = self.life();
+        let step = life.clock.observe(sample, allowance);
+        if let Step::Forward(ahead) = step {
+            life.epoch = life.epoch.saturating_add(1);
+            life.jumped = Some((now, ahead));
+            life.jump_epoch = Some(life.epoch);
+        }
+        step
+    }
+
+    /// The epoch a call sent now on a connection of `conn_epoch` votes in: a jump seen
+    /// since the connection was made moves it on (the connection stays; its later yeses
+    /// were given after the jump and count once the quarantine has passed).
+    pub(crate) fn sending(&self, conn_epoch: u64) -> u64 {
+        conn_epoch.max(self.life().jump_epoch.unwrap_or(0))
+    }
+
+    /// Whether a clock jump moved the epoch on since `epoch` (else a restart did, if
+    /// anything).
+    pub(crate) fn jumped_since(&self, epoch: u64) -> bool {
+        self.life().jump_epoch.is_some_and(|j| j > epoch)
     }
 }
 
@@ -181,6 +252,14 @@ impl Restarts {
 mod tests {
     use super::*;
 
+    fn restart(length: Duration) -> Guards {
+        Guards {
+            length,
+            young: true,
+            jumps: None,
+        }
+    }
+
     fn info(run_id: &str, uptime: u64, seen_at: Instant) -> ServerInfo {
         ServerInfo {
             run_id: Some(run_id.to_owned()),
@@ -208,16 +287,16 @@ mod tests {
         assert!(!restarted);
         let at = |s: u64| t0 + Duration::from_secs(s);
         assert_eq!(
-            node.vote_counts(epoch, at(6), q),
+            node.vote_counts(epoch, at(6), restart(q)),
             Err(NodeError::Quarantined {
                 remaining: Duration::from_secs(1)
             })
         );
-        assert_eq!(node.vote_counts(epoch, at(7), q), Ok(()));
+        assert_eq!(node.vote_counts(epoch, at(7), restart(q)), Ok(()));
         // An old server votes at once.
         let old = Incarnation::default();
         let (epoch, _) = old.learn(&info("b", 3600, t0));
-        assert_eq!(old.vote_counts(epoch, t0, q), Ok(()));
+        assert_eq!(old.vote_counts(epoch, t0, restart(q)), Ok(()));
     }
 
     #[test]
@@ -228,8 +307,11 @@ mod tests {
         let (after, restarted) = node.learn(&info("b", 3600, t0));
         assert!(restarted);
         assert_ne!(before, after);
-        assert!(node.vote_counts(before, t0, Duration::ZERO).is_err());
-        assert_eq!(node.vote_counts(after, t0, Duration::ZERO), Ok(()));
+        assert!(
+            node.vote_counts(before, t0, restart(Duration::ZERO))
+                .is_err()
+        );
+        assert_eq!(node.vote_counts(after, t0, restart(Duration::ZERO)), Ok(()));
         // The same server again, or one that will not say: no restart.
         assert!(!node.learn(&info("b", 3601, t0)).1);
         let silent = ServerInfo {
@@ -246,8 +328,77 @@ mod tests {
         let now = Instant::now();
         let (epoch, _) = node.learn(&info("a", u64::MAX / 4, now));
         assert_eq!(
-            node.vote_counts(epoch, now, Duration::from_secs(10)),
+            node.vote_counts(epoch, now, restart(Duration::from_secs(10))),
             Ok(())
         );
+    }
+
+    #[test]
+    fn a_forward_clock_jump_voids_earlier_votes_and_keeps_the_node_out_for_the_length() {
+        let t0 = Instant::now() + Duration::from_secs(100);
+        let allowance = Allowance {
+            tolerance: Duration::from_millis(4),
+            rate_ppm: 10_000,
+        };
+        let guards = Guards {
+            length: Duration::from_secs(10),
+            young: false,
+            jumps: Some(allowance),
+        };
+        let node = Incarnation::default();
+        // A young server: only the restart quarantine would keep it out.
+        let (epoch, _) = node.learn(&info("a", 1, t0));
+        assert_eq!(node.vote_counts(epoch, t0, guards), Ok(()));
+        let epoch_s = 1_800_000_000u64;
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let sample = |ms: u64, server_ms: u64| {
+            let server_us = u128::from(epoch_s) * 1_000_000 + u128::from(server_ms) * 1_000;
+            let secs = u64::try_from(server_us / 1_000_000).unwrap();
+            let micros = u64::try_from(server_us % 1_000_000).unwrap();
+            Sample::new(at(ms), (secs, micros), at(ms) + Duration::from_micros(100)).unwrap()
+        };
+        assert_eq!(
+            node.sample_clock(&sample(0, 0), allowance, at(0)),
+            Step::First
+        );
+        assert_eq!(
+            node.sample_clock(&sample(50, 50), allowance, at(50)),
+            Step::Steady
+        );
+        assert_eq!(node.vote_counts(epoch, at(50), guards), Ok(()));
+        // One second ahead at 100 ms.
+        let step = node.sample_clock(&sample(100, 1_100), allowance, at(100));
+        assert!(matches!(step, Step::Forward(d) if d > Duration::from_millis(990)));
+        let out = node.vote_counts(epoch, at(100), guards);
+        assert!(
+            matches!(out, Err(NodeError::ClockJumped { remaining, .. }) if remaining == Duration::from_secs(10)),
+            "{out:?}"
+        );
+        // Votes given after the jump wait for the length too, then count.
+        let now = node.epoch();
+        assert_ne!(now, epoch);
+        assert!(node.vote_counts(now, at(5_000), guards).is_err());
+        assert_eq!(node.vote_counts(now, at(10_100), guards), Ok(()));
+        // The vote from before the jump stays void.
+        assert!(node.vote_counts(epoch, at(10_100), guards).is_err());
+    }
+
+    #[test]
+    fn guards_merge_to_the_stricter_of_each() {
+        let a = Guards {
+            length: Duration::from_secs(1),
+            young: true,
+            jumps: None,
+        };
+        let b = Guards {
+            length: Duration::from_secs(2),
+            young: false,
+            jumps: Some(Allowance {
+                tolerance: Duration::from_millis(3),
+                rate_ppm: 10,
+            }),
+        };
+        let m = a.merge(b);
+        assert_eq!((m.length, m.young, m.jumps), (b.length, true, b.jumps));
     }
 }

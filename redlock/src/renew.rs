@@ -28,6 +28,11 @@ pub enum LossReason {
     /// lock once that node's restart quarantine ends (see
     /// [`RestartQuarantine`](crate::config::RestartQuarantine)).
     NodeRestarted,
+    /// A node whose yes the lease counted was seen with its clock leapt forward (the
+    /// clock-jump guard), and fewer than a quorum of the lease's votes were given since
+    /// or by nodes that did not jump: the keys may have expired early there, and someone
+    /// else may hold the lock once that node's quarantine ends.
+    ClockJumped,
     /// The configured cap on total hold time was reached; renewal stopped and the lease
     /// ends at its current validity.
     MaxHoldReached,
@@ -43,6 +48,9 @@ impl fmt::Display for LossReason {
             LossReason::Gone => "a majority of nodes no longer hold our token",
             LossReason::NodeRestarted => {
                 "a node that counted toward the majority restarted and may have forgotten our key"
+            }
+            LossReason::ClockJumped => {
+                "the clock of a node that counted toward the majority jumped forward: our key there may have expired early"
             }
             LossReason::MaxHoldReached => "the maximum hold time was reached",
             LossReason::Shutdown => "the lock client was shut down",
@@ -343,7 +351,7 @@ async fn renew_loop(
             () = closing.cancelled() => break LossReason::Shutdown,
             Ok(()) = restarts.changed() => {
                 if lease.restart_voided() {
-                    break LossReason::NodeRestarted;
+                    break lease.void_reason();
                 }
                 continue;
             }
@@ -402,10 +410,10 @@ async fn renew_loop(
                 next = after(Instant::now(), interval);
             }
             Err(crate::LockError::LeaseLost {
-                reason: reason @ LossReason::NodeRestarted,
+                reason: reason @ (LossReason::NodeRestarted | LossReason::ClockJumped),
                 ..
             }) => {
-                tracing::warn!(resource = %lease.resource(), "lease lost: a node of its majority restarted");
+                tracing::warn!(resource = %lease.resource(), %reason, "lease lost: its majority's votes were voided");
                 break reason;
             }
             Err(crate::LockError::QuorumNotReached { failures, .. })

@@ -291,3 +291,21 @@ async fn with_the_quarantine_off_a_restart_lets_a_second_holder_in() {
     first.release().await;
     second.release().await;
 }
+
+/// A fenced lease is valid when it is granted, whichever nodes made each of its two
+/// quorums: it once counted only the nodes that said yes in both rounds, so a lease whose
+/// acquire was decided by one majority and its fence write by another was void from
+/// birth (`is_valid()` false, extend failing with `NodeRestarted` though nothing
+/// restarted). Five nodes, both rounds decided on the first three answers: the quorums
+/// differ often.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_fenced_lease_is_valid_whichever_majorities_decided_its_rounds() {
+    let cluster = Cluster::start(Flavour::Valkey, 5);
+    past_first_start().await;
+    let redlock = client(&cluster, RestartQuarantine::Auto);
+    for i in 0..300 {
+        let lease = redlock.try_acquire("fresh").await.expect("free");
+        assert!(lease.is_valid(), "attempt {i}: {:?}", lease.nodes());
+        lease.release_all().await;
+    }
+}

@@ -53,6 +53,9 @@ fn valkey_from_wheel() -> Option<PathBuf> {
     })
 }
 
+/// libfaketime, where Debian installs it (`scripts/install-deps`).
+const FAKETIME_LIB: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
+
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -67,6 +70,8 @@ pub struct Server {
     pub port: u16,
     password: Option<String>,
     dir: PathBuf,
+    /// The libfaketime timestamp file the server's clock reads, when it runs under it.
+    clock: Option<PathBuf>,
     child: Option<Child>,
 }
 
@@ -76,8 +81,15 @@ impl Server {
         port: u16,
         password: Option<&str>,
         dir: &PathBuf,
+        clock: Option<&PathBuf>,
     ) -> std::io::Result<Child> {
         let mut cmd = Command::new(flavour.binary());
+        if let Some(file) = clock {
+            cmd.env("LD_PRELOAD", FAKETIME_LIB)
+                .env("FAKETIME_TIMESTAMP_FILE", file)
+                .env("FAKETIME_NO_CACHE", "1")
+                .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
+        }
         cmd.args([
             "--port",
             &port.to_string(),
@@ -99,10 +111,28 @@ impl Server {
     }
 
     pub fn start(flavour: Flavour, password: Option<&str>, dir: PathBuf) -> Server {
+        Self::start_clocked(flavour, password, dir, None)
+    }
+
+    /// Like [`start`](Self::start); with `clock`, under libfaketime reading that
+    /// timestamp file (offset +0 to begin with; see [`jump_clock`](Self::jump_clock)).
+    fn start_clocked(
+        flavour: Flavour,
+        password: Option<&str>,
+        dir: PathBuf,
+        clock: Option<PathBuf>,
+    ) -> Server {
+        if let Some(file) = &clock {
+            assert!(
+                std::path::Path::new(FAKETIME_LIB).is_file(),
+                "{FAKETIME_LIB} is missing: apt install libfaketime (scripts/install-deps)"
+            );
+            std::fs::write(file, "+0s x1.0\n").expect("clock file");
+        }
         let mut last = String::new();
         for _ in 0..10 {
             let port = free_port();
-            let mut child = match Self::spawn(flavour, port, password, &dir) {
+            let mut child = match Self::spawn(flavour, port, password, &dir, clock.as_ref()) {
                 Ok(c) => c,
                 Err(e) => panic!(
                     "cannot start {:?} ({}): {e}; install it with scripts/install-deps",
@@ -116,6 +146,7 @@ impl Server {
                     port,
                     password: password.map(str::to_owned),
                     dir,
+                    clock,
                     child: Some(child),
                 };
             }
@@ -169,14 +200,34 @@ impl Server {
     /// Start again on the same port (empty: no persistence).
     pub fn restart(&mut self) {
         self.kill();
-        let child = Self::spawn(self.flavour, self.port, self.password.as_deref(), &self.dir)
-            .expect("respawn");
+        let child = Self::spawn(
+            self.flavour,
+            self.port,
+            self.password.as_deref(),
+            &self.dir,
+            self.clock.as_ref(),
+        )
+        .expect("respawn");
         assert!(
             wait_ready(self.port, Duration::from_secs(5)),
             "restart on {} failed",
             self.port
         );
         self.child = Some(child);
+    }
+
+    /// Sets the server's clock `offset_seconds` from the real one, at once (libfaketime
+    /// reads the file on every call). Only for a server started by
+    /// [`Cluster::start_clocked`].
+    pub fn jump_clock(&self, offset_seconds: i64) {
+        let file = self.clock.as_ref().expect("a server under libfaketime");
+        std::fs::write(file, format!("{offset_seconds:+}s x1.0\n")).expect("clock file");
+    }
+
+    /// The server's clock (`TIME`), in microseconds since the Unix epoch.
+    pub fn time_us(&self) -> i128 {
+        let (s, us): (i128, i128) = redis::cmd("TIME").query(&mut self.admin()).expect("TIME");
+        s * 1_000_000 + us
     }
 
     /// A synchronous admin connection for inspecting keys.
@@ -229,6 +280,21 @@ impl Cluster {
                 let d = dir.path().join(format!("n{i}"));
                 std::fs::create_dir_all(&d).expect("node dir");
                 Server::start(flavour, password, d)
+            })
+            .collect();
+        Cluster { servers, _dir: dir }
+    }
+
+    /// N Valkey servers under libfaketime, each with its own clock (see
+    /// [`Server::jump_clock`]).
+    pub fn start_clocked(n: usize) -> Cluster {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let servers = (0..n)
+            .map(|i| {
+                let d = dir.path().join(format!("n{i}"));
+                std::fs::create_dir_all(&d).expect("node dir");
+                let clock = d.join("faketime");
+                Server::start_clocked(Flavour::Valkey, None, d, Some(clock))
             })
             .collect();
         Cluster { servers, _dir: dir }
