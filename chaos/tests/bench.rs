@@ -59,7 +59,7 @@ fn quick_bench_writes_a_complete_report() {
             .and_then(|r| r["samples"].as_u64())
             .unwrap_or_else(|| panic!("no row {case} / {client}"))
     };
-    let mut clients = vec!["ours", "ours-fenced", "floor-1-node"];
+    let mut clients = vec!["ours", "ours-fenced", "ours-jump-guard", "floor-1-node"];
     if cfg!(feature = "peers") {
         clients.extend(["rslock-0.10", "redlock-2.0-seq"]);
     }

@@ -159,10 +159,11 @@ async fn with_the_guard_the_jumped_majority_gives_no_second_holder() {
         .try_acquire("res")
         .await
         .expect("the jumped nodes vote again");
+    // Node 2 alone is no majority: a jumped node voted.
     assert!(
-        next.nodes()
+        next.nodes()[..2]
             .iter()
-            .all(|n| matches!(n.outcome, NodeOutcome::Granted | NodeOutcome::NoAnswer)),
+            .any(|n| n.outcome == NodeOutcome::Granted),
         "{:?}",
         next.nodes()
     );

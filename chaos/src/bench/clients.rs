@@ -2,7 +2,7 @@
 //!
 //! | adapter | what it is | how it waits |
 //! |---|---|---|
-//! | [`Ours`] | `fenced-redlock`, fencing off or on | release notifications (PUBLISH) + jittered 50 ms poll |
+//! | [`Ours`] | `fenced-redlock`, fencing off or on, or fenced with the clock-jump guard | release notifications (PUBLISH) + jittered 50 ms poll |
 //! | `Rslock` (feature `peers`) | `rslock` 0.10: parallel `join_all`, waits for **every** node | 3 tries, sleep U(0, 200 ms), forever |
 //! | `Sequential` (feature `peers`) | `redlock` 2.0: one node after the other, a new TCP connection per command, blocking | 3 tries, sleep U(0, 200 ms) |
 //! | [`Floor`] | one node, `SET NX PX` + Lua compare-and-delete, same `redis` 1.x stack | — (not in the waiting cases) |
@@ -98,15 +98,30 @@ pub struct Ours {
 impl Ours {
     /// Builds our client over `urls`.
     pub fn new(urls: &[String], ttl: Duration, fencing: bool) -> Result<Self, BenchError> {
-        let lock = Redlock::builder(urls)
-            .ttl(ttl)
-            .fencing(fencing)
+        Self::build(
+            Redlock::builder(urls).ttl(ttl).fencing(fencing),
+            if fencing { "ours-fenced" } else { "ours" },
+        )
+    }
+
+    /// Ours with fencing and the clock-jump guard on (`ours-jump-guard`): what the `TIME`
+    /// behind every vote costs. (The restart quarantine adds no request; on, it would
+    /// refuse the bench's freshly started nodes for a TTL.)
+    pub fn guarded(urls: &[String], ttl: Duration) -> Result<Self, BenchError> {
+        Self::build(
+            Redlock::builder(urls)
+                .ttl(ttl)
+                .fencing(true)
+                .clock_jump_guard(true),
+            "ours-jump-guard",
+        )
+    }
+
+    fn build(builder: fenced_redlock::Builder, name: &'static str) -> Result<Self, BenchError> {
+        let lock = builder
             .build()
             .map_err(|e| BenchError::Setup(format!("fenced-redlock: {e}")))?;
-        Ok(Ours {
-            name: if fencing { "ours-fenced" } else { "ours" },
-            lock,
-        })
+        Ok(Ours { name, lock })
     }
 
     /// Per-node deadline of this client.

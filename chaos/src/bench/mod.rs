@@ -560,7 +560,11 @@ async fn build_set(
 ) -> Result<(Vec<Client>, Duration), BenchError> {
     let ours = Ours::new(urls, ttl, false)?;
     let node_timeout = ours.node_timeout();
-    let mut set: Vec<Client> = vec![Arc::new(ours), Arc::new(Ours::new(urls, ttl, true)?)];
+    let mut set: Vec<Client> = vec![
+        Arc::new(ours),
+        Arc::new(Ours::new(urls, ttl, true)?),
+        Arc::new(Ours::guarded(urls, ttl)?),
+    ];
     #[cfg(feature = "peers")]
     {
         set.push(Arc::new(clients::Rslock::new(urls)?));
@@ -960,6 +964,20 @@ pub fn ratios(rows: &[Row], node_timeout: Duration) -> BTreeMap<String, Ratio> {
             |v| v <= 1.4,
             "acquire+release p50, ours with fencing / ours without",
         ),
+    );
+    m.insert(
+        "jump_guard_p50_over_fenced".into(),
+        // A cost, reported: no target to pass or miss.
+        Ratio {
+            value: div(
+                p50("healthy", "ours-jump-guard"),
+                p50("healthy", "ours-fenced"),
+            ),
+            target: "reported".into(),
+            pass: None,
+            meaning: "acquire+release p50, fenced with the clock-jump guard / fenced without"
+                .into(),
+        },
     );
     m.insert(
         "slow_node_p50_over_healthy".into(),

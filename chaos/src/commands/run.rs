@@ -59,7 +59,9 @@ pub struct RunArgs {
     /// Number of primaries.
     #[arg(long, default_value_t = DEFAULT_NODES)]
     pub nodes: usize,
-    /// The lock under test: `ours` (fenced_redlock), `rslock` (the peer crate, `peers`
+    /// The lock under test: `ours` (fenced_redlock), `ours-guarded` (ours with the restart
+    /// quarantine and the clock-jump guard on: held to exclusion wherever the guards see
+    /// every fault), `rslock` (the peer crate, `peers`
     /// feature; no fencing tokens, so only `none` and `checked` run), `plain` (the rig's
     /// textbook Redlock), or a deliberately broken plain one: `quorum-of-one`,
     /// `full-validity`, `unchecked-release`, `no-node-deadline` (for proving the checker).

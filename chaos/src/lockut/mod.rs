@@ -20,7 +20,7 @@ pub mod rslock;
 use std::sync::Arc;
 use std::time::Duration;
 
-use fenced_redlock::{LockError, NodeFailureReason, Redlock};
+use fenced_redlock::{LockError, NodeFailureReason, Redlock, RestartQuarantine};
 use tokio::time::Instant;
 
 pub use plain::{Mutation, PlainRedlock};
@@ -31,6 +31,11 @@ pub enum LockKind {
     /// `fenced_redlock`.
     #[default]
     Ours,
+    /// `fenced_redlock` with both guards on: the restart quarantine
+    /// (`RestartQuarantine::Auto`) and the clock-jump guard. Where a scenario's faults are
+    /// all ones they claim to see (a node back empty within the TTL, clock jumps), it is
+    /// judged as a lock that holds ([`crate::scenario::Scenario::within_guards`]).
+    OursGuarded,
     /// The rig's plain Redlock with `Mutation` (or none).
     Plain(Mutation),
     /// The peer client `rslock` 0.10 (needs the `peers` feature).
@@ -42,6 +47,7 @@ impl LockKind {
     pub fn name(self) -> &'static str {
         match self {
             LockKind::Ours => "ours",
+            LockKind::OursGuarded => "ours-guarded",
             LockKind::Plain(Mutation::None) => "plain",
             LockKind::Plain(m) => m.name(),
             LockKind::Rslock => "rslock",
@@ -52,7 +58,7 @@ impl LockKind {
     /// (ours prefixes `resource:`; the others use the resource as it is).
     pub fn key(self, resource: &str) -> String {
         match self {
-            LockKind::Ours => format!("{resource}:{resource}"),
+            LockKind::Ours | LockKind::OursGuarded => format!("{resource}:{resource}"),
             LockKind::Plain(_) | LockKind::Rslock => resource.to_owned(),
         }
     }
@@ -62,9 +68,19 @@ impl LockKind {
         !matches!(self, LockKind::Rslock)
     }
 
+    /// Whether it claims to keep holders apart through a node's amnesia and clock jumps
+    /// (see [`LockKind::OursGuarded`]).
+    pub fn guarded(self) -> bool {
+        matches!(self, LockKind::OursGuarded)
+    }
+
     /// Every kind, for `--lock` and its help.
     pub fn all() -> Vec<LockKind> {
-        let mut v = vec![LockKind::Ours, LockKind::Plain(Mutation::None)];
+        let mut v = vec![
+            LockKind::Ours,
+            LockKind::OursGuarded,
+            LockKind::Plain(Mutation::None),
+        ];
         v.extend(Mutation::BROKEN.map(LockKind::Plain));
         v.push(LockKind::Rslock);
         v
@@ -119,7 +135,7 @@ pub struct AcquireFailure {
 /// The lock a worker acquires: one adapter per [`LockKind`].
 #[derive(Debug, Clone)]
 pub enum LockUnderTest {
-    /// `fenced_redlock`, fencing on.
+    /// `fenced_redlock`, fencing on (guards as its kind says).
     Ours(Redlock),
     /// The rig's plain Redlock.
     Plain(Arc<PlainRedlock>),
@@ -199,10 +215,16 @@ impl LockUnderTest {
         resource: &str,
     ) -> Result<Self, String> {
         match kind {
-            LockKind::Ours => Redlock::builder(nodes)
+            LockKind::Ours | LockKind::OursGuarded => Redlock::builder(nodes)
                 .ttl(ttl)
                 .key_prefix(format!("{resource}:"))
                 .fencing(true)
+                .restart_quarantine(if kind.guarded() {
+                    RestartQuarantine::Auto
+                } else {
+                    RestartQuarantine::Off
+                })
+                .clock_jump_guard(kind.guarded())
                 .build()
                 .map(LockUnderTest::Ours)
                 .map_err(|e| e.to_string()),

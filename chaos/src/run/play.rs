@@ -30,7 +30,7 @@ use super::pause::PausePlan;
 use super::record::{FinalRead, ModeRecord};
 use super::split;
 use super::suite;
-use super::verdict::verdict_for;
+use super::verdict::{Promises, verdict_for};
 use super::worker_proc::{self, ProcessControl};
 use crate::checker::availability::{idle_fault_windows, recovery};
 use crate::checker::history::OpKind;
@@ -116,7 +116,10 @@ pub(crate) async fn play(
             &modes,
             &harness,
             env.cfg.lock.fences(),
-            !scenario.amnesia_split,
+            Promises {
+                tokens: !scenario.amnesia_split,
+                exclusion: env.cfg.lock.guarded() && scenario.within_guards(),
+            },
         );
         ScenarioReport {
             name: scenario.name.clone(),

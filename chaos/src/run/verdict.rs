@@ -137,12 +137,23 @@ fn explained(check: &mut dyn FnMut(&str, bool, String), name: &str, lost: i64, m
     }
 }
 
+/// Whether server truth is judged: a lock that keeps its keys alive for its validity
+/// (`Keys`), or one that keeps holders apart by keeping a node out of the vote while its
+/// keys may be gone (`Votes`: the guards, after a clock jump or an amnesia; its truth is
+/// reported, not judged).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Holds {
+    Keys,
+    Votes,
+}
+
 /// No two holding windows overlap and every grant's token grows; `why` follows "want 0".
 fn exclusive_and_growing(
     check: &mut dyn FnMut(&str, bool, String),
     name: &str,
     m: &ModeReport,
     why: &str,
+    holds: Holds,
 ) {
     check(
         name,
@@ -169,6 +180,9 @@ fn exclusive_and_growing(
         ),
     );
     let t = &m.server_truth;
+    if holds == Holds::Votes {
+        return;
+    }
     check(
         name,
         t.overstated == 0,
@@ -235,9 +249,19 @@ fn no_leaks(check: &mut dyn FnMut(&str, bool, String), name: &str, m: &ModeRepor
 /// What the lock must keep wherever it promises exclusion, even when clients outlive their
 /// leases: holding windows end at `valid_until`, so no two overlap and tokens grow; every
 /// loss, in every mode, is a stale write's doing.
-fn lock_holds(check: &mut dyn FnMut(&str, bool, String), modes: &BTreeMap<String, ModeReport>) {
+fn lock_holds(
+    check: &mut dyn FnMut(&str, bool, String),
+    modes: &BTreeMap<String, ModeReport>,
+    holds: Holds,
+) {
     for (name, m) in modes {
-        exclusive_and_growing(check, name, m, ": holding windows end at valid_until");
+        exclusive_and_growing(
+            check,
+            name,
+            m,
+            ": holding windows end at valid_until",
+            holds,
+        );
         if let Some(lost) = m.lost {
             explained(check, name, lost, m);
         }
@@ -253,19 +277,41 @@ pub fn verdict(
     harness: &[String],
     fenced: bool,
 ) -> Verdict {
-    verdict_for(expectation, modes, harness, fenced, true)
+    verdict_for(expectation, modes, harness, fenced, Promises::default())
 }
 
-/// [`verdict`], saying whether the scenario lets the lock promise growing tokens:
-/// everywhere but where nodes come back empty within the TTL (`amnesia-split`: two grants
-/// may then share a token, `fenced_redlock::fence`, "What breaks it").
+/// What the lock under test promises in a scenario beyond what its expectation says of
+/// a textbook Redlock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Promises {
+    /// Growing tokens: everywhere but where nodes come back empty within the TTL
+    /// (`amnesia-split`: two grants may then share a token, `fenced_redlock::fence`,
+    /// "What breaks it") — unless `exclusion` holds there too.
+    pub tokens: bool,
+    /// Holders kept apart (and tokens growing) where the expectation allows overlaps: a
+    /// guarded lock in a scenario whose faults its guards see
+    /// ([`crate::scenario::Scenario::within_guards`]).
+    pub exclusion: bool,
+}
+
+impl Default for Promises {
+    fn default() -> Self {
+        Promises {
+            tokens: true,
+            exclusion: false,
+        }
+    }
+}
+
+/// [`verdict`], with what the lock promises in the scenario ([`Promises`]).
 pub fn verdict_for(
     expectation: Expectation,
     modes: &BTreeMap<String, ModeReport>,
     harness: &[String],
     fenced: bool,
-    tokens_promised: bool,
+    promises: Promises,
 ) -> Verdict {
+    let tokens_promised = promises.tokens || promises.exclusion;
     let mut reasons: Vec<String> = harness.iter().map(|h| format!("harness: {h}")).collect();
     let mut outcome = if harness.is_empty() {
         Outcome::Pass
@@ -327,7 +373,7 @@ pub fn verdict_for(
     match expectation {
         Expectation::SafeAndAvailable | Expectation::UnavailableButSafe => {
             for (name, m) in modes {
-                exclusive_and_growing(&mut check, name, m, "");
+                exclusive_and_growing(&mut check, name, m, "", Holds::Keys);
                 match m.lost {
                     // Unread: unknown, said above.
                     None => {}
@@ -387,7 +433,7 @@ pub fn verdict_for(
             }
         }
         Expectation::LockHolds => {
-            lock_holds(&mut check, modes);
+            lock_holds(&mut check, modes, Holds::Keys);
             for (name, m) in modes {
                 resumes(&mut check, name, m);
             }
@@ -397,6 +443,9 @@ pub fn verdict_for(
             }
         }
         Expectation::TokensGrow => {
+            if promises.exclusion {
+                lock_holds(&mut check, modes, Holds::Votes);
+            }
             for (name, m) in modes {
                 tokens_grow(&mut check, name, m);
                 resumes(&mut check, name, m);
@@ -407,6 +456,9 @@ pub fn verdict_for(
             }
         }
         Expectation::MayViolateFencingHolds => {
+            if promises.exclusion {
+                lock_holds(&mut check, modes, Holds::Votes);
+            }
             claim_first_loses_nothing(&mut check);
             for (name, m) in modes.iter().filter(|(n, _)| *n != CLAIM_FIRST) {
                 notes.push(reported(name, m));
@@ -463,7 +515,11 @@ pub fn verdict_for(
             }
             if anomaly == Anomaly::LostUpdate {
                 // The clients' anomaly: the lock itself must still hold.
-                lock_holds(&mut check, &under_test);
+                lock_holds(&mut check, &under_test, Holds::Keys);
+            } else if promises.exclusion {
+                // The servers', where the lock's guards see it: they keep the holders
+                // apart by votes, not by keys.
+                lock_holds(&mut check, &under_test, Holds::Votes);
             } else if tokens_promised {
                 // Holders may overlap (clocks), but tokens are minted by a quorum of
                 // counters, which no clock moves: they must still grow.
@@ -956,6 +1012,54 @@ mod tests {
     }
 
     #[test]
+    fn a_guarded_lock_must_keep_holders_apart_where_its_guards_see_the_faults() {
+        // Two overlaps, and the unfenced increment they cost.
+        let overlapped = mode(10, 1, 2, 0);
+        let clean = mode(10, 0, 0, 0);
+        let guarded = Promises {
+            tokens: true,
+            exclusion: true,
+        };
+        for expectation in [
+            Expectation::TokensGrow,
+            Expectation::MayViolateFencingHolds,
+            Expectation::MustShow(Anomaly::ExclusionViolation),
+        ] {
+            // The canary `none` and the lock under test's `checked` both overlap.
+            let mut both = modes(overlapped.clone(), clean.clone());
+            both.insert("checked".to_owned(), overlapped.clone());
+            // A textbook Redlock may overlap there...
+            let v = verdict_for(expectation, &both, &[], true, Promises::default());
+            assert!(
+                v.failed_modes.is_empty(),
+                "{expectation:?}: {:?}",
+                v.reasons
+            );
+            // ...a guarded one may not.
+            let v = verdict_for(expectation, &both, &[], true, guarded);
+            assert!(
+                v.failed_modes.contains(&"checked".to_owned()),
+                "{expectation:?}: {:?}",
+                v.reasons
+            );
+            // Only the must-show canary (on the plain lock) may overlap. The guards keep
+            // holders apart by votes: a key gone early on a jumped node is reported, not
+            // judged.
+            let mut canary = modes(overlapped.clone(), clean.clone());
+            let mut keys_short = clean.clone();
+            keys_short.server_truth.overstated = 1;
+            canary.insert("write_only".to_owned(), keys_short);
+            let v = verdict_for(expectation, &canary, &[], true, guarded);
+            assert_eq!(
+                v.failed_modes.is_empty(),
+                matches!(expectation, Expectation::MustShow(_)),
+                "{expectation:?}: {:?}",
+                v.reasons
+            );
+        }
+    }
+
+    #[test]
     fn where_clocks_misbehave_holders_may_overlap_but_tokens_must_grow() {
         // Overlaps (and what they cost the unfenced modes): reported.
         let overlapped = ModeReport {
@@ -1015,7 +1119,11 @@ mod tests {
             v.reasons
         );
         // amnesia-split: nodes back empty within the TTL; tokens are not promised there.
-        let v = verdict_for(overlap, &shrunk, &[], true, false);
+        let amnesia = Promises {
+            tokens: false,
+            exclusion: false,
+        };
+        let v = verdict_for(overlap, &shrunk, &[], true, amnesia);
         assert_eq!(v.outcome, Outcome::Pass, "{:?}", v.reasons);
     }
 

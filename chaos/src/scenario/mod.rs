@@ -140,6 +140,23 @@ fn rate<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
 }
 
 impl Scenario {
+    /// Whether every fault of the scenario is one the lock's guards claim to see — a node
+    /// back empty (the restart quarantine), a clock jump (the clock-jump guard) — with no
+    /// client paused: then a guarded lock (`ours-guarded`) must keep its holders apart
+    /// and its tokens growing, whatever the expectation says of a textbook Redlock.
+    pub fn within_guards(&self) -> bool {
+        if self.pause_rate > 0.0 {
+            return false;
+        }
+        let recipe = self.recipe.iter().flat_map(|r| r.faults.iter());
+        let timeline = self.timeline.iter().flatten().map(|t| &t.fault);
+        let mut faults = recipe.chain(timeline).peekable();
+        let any = faults.peek().is_some();
+        let seen =
+            faults.all(|f| matches!(f, FaultSpec::ClockJump { .. } | FaultSpec::RestartWipe {}));
+        (self.amnesia_split || any) && seen
+    }
+
     /// The schedule for a run of `duration` on `nodes` primaries with `workers` workers;
     /// the same arguments always give the same schedule.
     pub fn schedule(

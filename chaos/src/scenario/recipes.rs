@@ -359,3 +359,26 @@ pub fn builtins() -> Vec<Scenario> {
         ),
     ]
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_guards_cover_amnesia_and_clock_jumps_and_nothing_else() {
+        let covered: Vec<String> = builtins()
+            .into_iter()
+            .filter(Scenario::within_guards)
+            .map(|s| s.name)
+            .collect();
+        assert_eq!(
+            covered,
+            [
+                "amnesia-restart",
+                "clock-jump",
+                "amnesia-split",
+                "clock-jump-majority"
+            ]
+        );
+    }
+}
