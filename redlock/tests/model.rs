@@ -181,6 +181,42 @@ fn n3_clock_jump_overlaps_valid_leases_but_tokens_still_grow() {
     find("N=3, clock jump (shortest)", shortest, VALID_EXCLUSIVE).fails(VALID_EXCLUSIVE);
 }
 
+/// The clock-jump guard at its length (TTL + drift, 4 ticks: it is off by default): after
+/// its clock jumps, the node's yes counts as no. The overlap above is gone, and tokens
+/// still grow.
+#[test]
+fn n3_clock_jump_with_the_guard_keeps_exclusion_and_tokens() {
+    let jump = with(|f| f.clock_jumps = 1);
+    let cfg = n3(SHORT).faults(jump);
+    let o = prove(
+        "N=3, clock jump, clock-jump guard TTL + drift",
+        cfg.jump_guard(cfg.ttl + cfg.drift),
+    );
+    o.reaches(TWO_GRANTS);
+    for p in [
+        VALID_EXCLUSIVE,
+        WRITES_IN_VALIDITY,
+        FENCES_GROW,
+        RETURN_ORDER,
+        NO_LOST_UPDATE,
+    ] {
+        o.holds(p);
+    }
+}
+
+/// The length matters here too: a guard of one tick ends before a lease that counted the
+/// node, and the overlap is back.
+#[test]
+fn n3_a_jump_guard_shorter_than_a_lease_lets_the_overlap_back() {
+    let jump = with(|f| f.clock_jumps = 1);
+    find(
+        "N=3, clock jump, clock-jump guard 1 tick (shortest)",
+        n3(SHORT).faults(jump).jump_guard(1),
+        VALID_EXCLUSIVE,
+    )
+    .fails(VALID_EXCLUSIVE);
+}
+
 /// Why a fenced acquire takes two round trips: with the counter incremented in round one
 /// and no round two when a quorum agrees (the design that would make a fenced acquire as
 /// fast as an unfenced one), every property holds without faults...

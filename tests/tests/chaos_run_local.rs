@@ -87,7 +87,11 @@ async fn guarded_lock_keeps_holders_apart_in_amnesia_and_majority_jumps() {
     for s in &report.scenarios {
         for (mode, m) in &s.modes {
             if mode == "none" {
-                assert!(m.exclusion_violations > 0, "{}: the canary saw nothing", s.name);
+                assert!(
+                    m.exclusion_violations > 0,
+                    "{}: the canary saw nothing",
+                    s.name
+                );
             } else {
                 assert_eq!(m.exclusion_violations, 0, "{} {mode}", s.name);
                 assert_eq!(m.fence_regressions, 0, "{} {mode}", s.name);

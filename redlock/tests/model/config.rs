@@ -124,6 +124,13 @@ pub(crate) struct Config {
     /// after a restart (with or without its data: the client cannot tell) a node's yes
     /// counts as no, and its key is cleaned up as a failed attempt's. `None`: off.
     pub(crate) quarantine: Option<u8>,
+    /// The clock-jump guard (`Builder::clock_jump_guard`): for this many ticks after its
+    /// clock jumps, a node's yes counts as no. The model starts the window at the jump
+    /// itself; the library starts it when a client first sees the jump (the `TIME` behind
+    /// its next vote there, a vote it voids too), which is later: a longer window, so
+    /// what holds here holds there — for a client that read the node before the jump
+    /// (every client here talks to every node from the start). `None`: off.
+    pub(crate) jump_guard: Option<u8>,
 }
 
 impl Config {
@@ -148,7 +155,14 @@ impl Config {
             faults: Faults::NONE,
             fence: Fence::TwoRounds,
             quarantine: None,
+            jump_guard: None,
         }
+    }
+
+    /// The same model with the clock-jump guard keeping a jumped node out for `ticks`.
+    pub(crate) fn jump_guard(mut self, ticks: u8) -> Config {
+        self.jump_guard = Some(ticks);
+        self
     }
 
     /// The same model with a restart quarantine of `ticks`.

@@ -311,7 +311,11 @@ impl Model for LockModel {
                 }
             }
             Action::Jump { node } => {
+                let now = s.now;
                 let n = &mut s.nodes[node];
+                if let Some(ticks) = cfg.jump_guard {
+                    n.votes_from = n.votes_from.max(now.saturating_add(ticks));
+                }
                 n.ahead = n.ahead.saturating_add(cfg.ttl);
                 n.expire(s.now);
                 s.spent.clock_jumps += 1;

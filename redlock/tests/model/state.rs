@@ -25,7 +25,8 @@ pub(crate) struct Node {
     pub(crate) fence: u8,
     /// How far this node's clock has jumped ahead of real time.
     pub(crate) ahead: u8,
-    /// Real time from which its votes count again after a restart (restart quarantine);
+    /// Real time from which its votes count again after a restart (restart quarantine) or a
+    /// clock jump (clock-jump guard);
     /// 0 once that time has come, so that equal situations are equal states.
     pub(crate) votes_from: u8,
 }

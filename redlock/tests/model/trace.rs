@@ -208,7 +208,7 @@ fn event(model: &LockModel, before: &State, action: Action, after: &State) -> St
                 None => format!("key now held by {}", holder(after, node)),
             };
             let quarantined = if before.nodes[node].quarantined(before.now) {
-                " [in restart quarantine: a yes counts as no]"
+                " [in quarantine (restart or clock jump): a yes counts as no]"
             } else {
                 ""
             };
@@ -303,9 +303,16 @@ fn event(model: &LockModel, before: &State, action: Action, after: &State) -> St
             }
         ),
         Action::Jump { node } => format!(
-            "node {}'s clock JUMPS forward by the TTL ({} ticks): its keys expire early",
+            "node {}'s clock JUMPS forward by the TTL ({} ticks): its keys expire early{}",
             node + 1,
-            model.cfg.ttl
+            model.cfg.ttl,
+            match model.cfg.jump_guard {
+                Some(_) => format!(
+                    "; out of the vote (clock-jump guard) until t={}",
+                    after.nodes[node].votes_from
+                ),
+                None => String::new(),
+            }
         ),
     }
 }
