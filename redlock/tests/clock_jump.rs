@@ -69,18 +69,6 @@ fn leap(cluster: &Cluster, offset_seconds: i64) {
     });
 }
 
-/// The reason node `i` gave in a failed acquire.
-fn reason_of(err: &LockError, cluster: &Cluster, i: usize) -> Option<NodeFailureReason> {
-    let LockError::QuorumNotReached { failures, .. } = err else {
-        panic!("not a quorum failure: {err}");
-    };
-    let addr = cluster.servers[i].addr();
-    failures
-        .iter()
-        .find(|f| f.addr == addr)
-        .map(|f| f.reason.clone())
-}
-
 fn jumped(reason: Option<&NodeFailureReason>) -> bool {
     matches!(
         reason,
@@ -127,7 +115,7 @@ async fn with_the_guard_the_jumped_majority_gives_no_second_holder() {
         .try_acquire("res")
         .await
         .expect_err("the jumped nodes do not vote; node 2 is A's");
-    let (r0, r1) = (reason_of(&err, &cluster, 0), reason_of(&err, &cluster, 1));
+    let (r0, r1) = (cluster.reason_of(&err, 0), cluster.reason_of(&err, 1));
     // Two failures decide the attempt: the third may not have answered yet.
     let late = |r: &Option<NodeFailureReason>| matches!(r, Some(NodeFailureReason::NoAnswerYet));
     assert!(
@@ -185,8 +173,7 @@ async fn a_renewing_holder_hears_of_the_jump_at_once() {
     leap(&cluster, LEAP_SECONDS);
     let err = a.try_acquire("poke").await.expect_err("only node 2 votes");
     assert!(
-        jumped(reason_of(&err, &cluster, 0).as_ref())
-            || jumped(reason_of(&err, &cluster, 1).as_ref()),
+        jumped(cluster.reason_of(&err, 0).as_ref()) || jumped(cluster.reason_of(&err, 1).as_ref()),
         "{err}"
     );
     let reason = tokio::time::timeout(AT_ONCE, renewing.lost()).await;

@@ -31,6 +31,15 @@ fn n3(ticks: u8) -> Config {
 /// Ticks for checks with faults: two leases fit (the first ends by t=2).
 const SHORT: u8 = 2;
 
+/// The safety properties a guarded or fault-free run must keep, all of them.
+const SAFETY: [&str; 5] = [
+    VALID_EXCLUSIVE,
+    WRITES_IN_VALIDITY,
+    FENCES_GROW,
+    RETURN_ORDER,
+    NO_LOST_UPDATE,
+];
+
 /// Five nodes, two clients, two ticks.
 fn n5() -> Config {
     let mut cfg = Config::new(5);
@@ -193,13 +202,7 @@ fn n3_clock_jump_with_the_guard_keeps_exclusion_and_tokens() {
         cfg.jump_guard(cfg.ttl + cfg.drift),
     );
     o.reaches(TWO_GRANTS);
-    for p in [
-        VALID_EXCLUSIVE,
-        WRITES_IN_VALIDITY,
-        FENCES_GROW,
-        RETURN_ORDER,
-        NO_LOST_UPDATE,
-    ] {
+    for p in SAFETY {
         o.holds(p);
     }
 }
@@ -227,13 +230,7 @@ fn n3_one_round_fence_keeps_every_property_without_faults() {
         n3(SHORT).fence(Fence::OneRound),
     );
     o.reaches(TWO_GRANTS);
-    for p in [
-        VALID_EXCLUSIVE,
-        WRITES_IN_VALIDITY,
-        FENCES_GROW,
-        RETURN_ORDER,
-        NO_LOST_UPDATE,
-    ] {
+    for p in SAFETY {
         o.holds(p);
     }
 }
@@ -280,13 +277,7 @@ fn n3_amnesia_with_the_quarantine_keeps_exclusion_and_tokens() {
         cfg.quarantine(cfg.ttl + cfg.drift),
     );
     o.reaches(TWO_GRANTS);
-    for p in [
-        VALID_EXCLUSIVE,
-        WRITES_IN_VALIDITY,
-        FENCES_GROW,
-        RETURN_ORDER,
-        NO_LOST_UPDATE,
-    ] {
+    for p in SAFETY {
         o.holds(p);
     }
 }

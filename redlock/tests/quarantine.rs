@@ -99,18 +99,6 @@ fn restart_empty(cluster: &mut Cluster, flush: bool) {
     });
 }
 
-/// The reason node `i` gave in a failed acquire.
-fn reason_of(err: &LockError, cluster: &Cluster, i: usize) -> Option<NodeFailureReason> {
-    let LockError::QuorumNotReached { failures, .. } = err else {
-        panic!("not a quorum failure: {err}");
-    };
-    let addr = cluster.servers[i].addr();
-    failures
-        .iter()
-        .find(|f| f.addr == addr)
-        .map(|f| f.reason.clone())
-}
-
 /// Amnesia-split, guard on: holder A on {0, 1}; node 1 restarts empty; contender B (its
 /// own client, as another process would be) must not get {1, 2} while A's key lives on
 /// node 0. Without the quarantine B is granted there (see the test with it off).
@@ -134,14 +122,14 @@ async fn a_node_restarted_empty_gets_no_vote_while_the_holder_lives() {
             .expect_err("node 1 is in quarantine: B has node 2's vote alone");
         assert!(
             matches!(
-                reason_of(&err, &cluster, 1),
+                cluster.reason_of(&err, 1),
                 Some(NodeFailureReason::Error(NodeError::Quarantined { remaining }))
                     if remaining > Duration::ZERO && remaining <= TTL + b.drift()
             ),
             "{flavour:?}: {err}"
         );
         assert_eq!(
-            reason_of(&err, &cluster, 0),
+            cluster.reason_of(&err, 0),
             Some(NodeFailureReason::NotOurs),
             "{err}"
         );
@@ -252,7 +240,7 @@ async fn after_the_quarantine_the_node_votes_again() {
         .await
         .expect_err("node 1 does not vote");
     let Some(NodeFailureReason::Error(NodeError::Quarantined { remaining })) =
-        reason_of(&err, &cluster, 1)
+        cluster.reason_of(&err, 1)
     else {
         panic!("node 1 voted right after its restart: {err}");
     };

@@ -300,6 +300,22 @@ impl Cluster {
         Cluster { servers, _dir: dir }
     }
 
+    /// The reason server `i` gave in a failed acquire.
+    pub fn reason_of(
+        &self,
+        err: &fenced_redlock::LockError,
+        i: usize,
+    ) -> Option<fenced_redlock::NodeFailureReason> {
+        let fenced_redlock::LockError::QuorumNotReached { failures, .. } = err else {
+            panic!("not a quorum failure: {err}");
+        };
+        let addr = self.servers[i].addr();
+        failures
+            .iter()
+            .find(|f| f.addr == addr)
+            .map(|f| f.reason.clone())
+    }
+
     pub fn urls(&self) -> Vec<String> {
         self.servers.iter().map(Server::url).collect()
     }
