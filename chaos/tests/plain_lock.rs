@@ -73,3 +73,53 @@ async fn a_handshake_slower_than_the_node_deadline_still_connects() {
     assert_eq!(lease.granted().attempts, 1);
     assert_eq!(lease.granted().fence, Some(2));
 }
+
+/// Every call of the plain lock is one `EVAL`, whatever the servers' script caches hold:
+/// with `EVALSHA` a node whose cache was empty took three round trips (`NOSCRIPT`, `SCRIPT
+/// LOAD`, `EVALSHA`), and a release whose node deadline ran out before the last was sent
+/// left a failed attempt's keys standing (the clean-clone CI of 2026-12-04).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_call_is_one_eval_whatever_the_script_cache_holds() {
+    let servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    let urls: Vec<String> = servers
+        .iter()
+        .map(|s| format!("redis://{}", s.addr()))
+        .collect();
+    let admin = |url: &str| {
+        redis::Client::open(url)
+            .and_then(|c| c.get_connection())
+            .expect("admin connection")
+    };
+    for url in &urls {
+        let mut c = admin(url);
+        let () = redis::cmd("SCRIPT")
+            .arg("FLUSH")
+            .query(&mut c)
+            .expect("SCRIPT FLUSH");
+        let () = redis::cmd("CONFIG")
+            .arg("RESETSTAT")
+            .query(&mut c)
+            .expect("CONFIG RESETSTAT");
+    }
+    let lock =
+        PlainRedlock::new(&urls, Duration::from_millis(200), Mutation::None).expect("plain lock");
+    let lease = lock
+        .acquire("flushed", Duration::from_secs(3))
+        .await
+        .expect("granted");
+    lock.release(lease).await;
+    for url in &urls {
+        let mut c = admin(url);
+        let stats: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut c)
+            .expect("INFO");
+        assert!(stats.contains("cmdstat_eval:"), "{url}: {stats}");
+        assert!(
+            !stats.contains("cmdstat_evalsha") && !stats.contains("cmdstat_script"),
+            "{url}: a call needed the script cache: {stats}"
+        );
+        let held: Option<String> = redis::cmd("GET").arg("flushed").query(&mut c).expect("GET");
+        assert_eq!(held, None, "{url}: released");
+    }
+}

@@ -17,7 +17,7 @@ use std::time::Duration;
 use futures::future::join_all;
 use rand::Rng;
 use redis::aio::MultiplexedConnection;
-use redis::{AsyncConnectionConfig, Client, Script};
+use redis::{AsyncConnectionConfig, Client};
 use tokio::sync::Mutex;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -138,16 +138,17 @@ impl Node {
         self.conn.lock().await.ready = None;
     }
 
-    async fn run(&self, script: &Script, keys: Vec<String>, args: Vec<String>) -> Option<i64> {
+    /// Runs `script` as `EVAL`: one request, whatever the server's script cache holds. As
+    /// `EVALSHA` with the usual fallback (`NOSCRIPT`, `SCRIPT LOAD`, `EVALSHA` again), the
+    /// first release on a node took three round trips, and one whose node deadline ran
+    /// out before the last was sent never ran: a failed attempt's keys stood for their
+    /// TTL (the clean-clone CI of 2026-12-04 failed the plain lock on such leaks, 0.2 s
+    /// into a run). Ours goes as `EVAL` for the same reason (`fenced_redlock`, `script`).
+    async fn run(&self, script: &str, keys: Vec<String>, args: Vec<String>) -> Option<i64> {
         let mut conn = self.conn().await.ok()?;
-        let mut inv = script.prepare_invoke();
-        for k in keys {
-            inv.key(k);
-        }
-        for a in args {
-            inv.arg(a);
-        }
-        match inv.invoke_async::<i64>(&mut conn).await {
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(script).arg(keys.len()).arg(keys).arg(args);
+        match cmd.query_async::<i64>(&mut conn).await {
             Ok(v) => Some(v),
             Err(_) => {
                 self.forget().await;
@@ -165,9 +166,9 @@ pub struct PlainRedlock {
     quorum: usize,
     node_deadline: Option<Duration>,
     mutation: Mutation,
-    acquire: Script,
-    fence: Script,
-    release: Script,
+    acquire: &'static str,
+    fence: &'static str,
+    release: &'static str,
 }
 
 /// A held plain lock.
@@ -224,9 +225,9 @@ impl PlainRedlock {
             nodes,
             ttl,
             mutation,
-            acquire: Script::new(ACQUIRE),
-            fence: Script::new(FENCE),
-            release: Script::new(RELEASE),
+            acquire: ACQUIRE,
+            fence: FENCE,
+            release: RELEASE,
         })
     }
 
@@ -259,7 +260,7 @@ impl PlainRedlock {
         let votes = self
             .on_nodes(&all, |n| {
                 n.run(
-                    &self.acquire,
+                    self.acquire,
                     vec![key.to_owned(), fence_key.to_owned()],
                     vec![token.clone(), px.clone()],
                 )
@@ -296,11 +297,7 @@ impl PlainRedlock {
         let next_s = next.to_string();
         let acks = self
             .on_nodes(&yes_nodes, |n| {
-                n.run(
-                    &self.fence,
-                    vec![fence_key.to_owned()],
-                    vec![next_s.clone()],
-                )
+                n.run(self.fence, vec![fence_key.to_owned()], vec![next_s.clone()])
             })
             .await
             .into_iter()
@@ -386,7 +383,7 @@ impl PlainRedlock {
                     .ok()
             } else {
                 n.run(
-                    &self.release,
+                    self.release,
                     vec![lease.key.clone()],
                     vec![lease.token.clone()],
                 )
