@@ -11,8 +11,13 @@
 //! was handed (the history's acquires name their tokens) and its remaining TTL says it has
 //! stood for most of its life ([`LEAK_AGE`]), on a node that no fault could have kept from
 //! receiving the delete (see [`exempt`]). Each (node, token) counts once.
+//!
+//! A stall the watcher saw on that node or on the whole machine (see
+//! [`crate::run::leaks`]) within the key's life excuses it as a `slow` fault would: the
+//! delete may have been sent in time and be on its way. Such keys are counted apart
+//! ([`LeakSummary::excused`]), so a run on a machine too busy to judge clean-ups says so.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -96,6 +101,16 @@ pub struct LeakSummary {
     /// A few of them, e.g. `n2 at 3.412 s: token 9f3a12…, never granted, 12 ms of its TTL left`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub examples: Vec<String>,
+    /// (node, token) pairs that would be leaks but for a stall the watcher saw on that
+    /// node or machine within the key's life: not judged.
+    #[serde(default)]
+    pub excused: u64,
+    /// Stall windows the watcher saw, over all nodes.
+    #[serde(default)]
+    pub stalls: u64,
+    /// Their total length, ms.
+    #[serde(default)]
+    pub stalled_ms: u64,
 }
 
 impl LeakSummary {
@@ -106,12 +121,14 @@ impl LeakSummary {
 }
 
 /// The leaks among `samples` of one mode's key, given the tokens of its grants, the windows
-/// in which a delete could not be expected to land, and the TTL keys are set with. Samples
+/// in which a delete could not be expected to land (the faults') and those in which it may
+/// have been late (the stalls the watcher saw), and the TTL keys are set with. Samples
 /// taken from `until_us` on (workers stopping, acquires cancelled mid-way) are not judged.
 pub fn leaks(
     samples: &[KeySample],
     granted: &HashSet<String>,
     exempt: &[Exempt],
+    stalls: &[Exempt],
     ttl: Duration,
     until_us: u64,
 ) -> LeakSummary {
@@ -119,11 +136,17 @@ pub fn leaks(
     // Left of its TTL once it has stood LEAK_AGE of it.
     let old = (ttl_ms as f64 * (1.0 - LEAK_AGE)) as i64;
     let reach_us = u64::try_from(ttl.as_micros()).unwrap_or(u64::MAX);
-    let mut seen: BTreeSet<(usize, &str)> = BTreeSet::new();
     let mut summary = LeakSummary {
         samples: samples.len() as u64,
+        stalls: stalls.len() as u64,
+        stalled_ms: stalls
+            .iter()
+            .map(|s| s.to_us.min(until_us).saturating_sub(s.from_us) / 1000)
+            .sum(),
         ..LeakSummary::default()
     };
+    // Per (node, token): its first judged read, and whether a stall could explain it.
+    let mut judged: BTreeMap<(usize, &str), (&KeySample, bool)> = BTreeMap::new();
     for s in samples {
         if s.at_us >= until_us || granted.contains(&s.token) {
             continue;
@@ -132,12 +155,30 @@ pub fn leaks(
         if s.pttl_ms < 0 || s.pttl_ms > old {
             continue;
         }
-        // Set within the last TTL: any exempt window overlapping [at - ttl, at] excuses it.
-        let set_after = s.at_us.saturating_sub(reach_us);
-        let excused = exempt.iter().any(|e| {
-            e.node.is_none_or(|n| n == s.node) && e.from_us <= s.at_us && e.to_us >= set_after
-        });
-        if excused || !seen.insert((s.node, s.token.as_str())) {
+        let on_node = |e: &&Exempt, from_us: u64| {
+            e.node.is_none_or(|n| n == s.node) && e.from_us <= s.at_us && e.to_us >= from_us
+        };
+        // Set within the last TTL: any fault window overlapping [at - ttl, at] excuses it.
+        if exempt
+            .iter()
+            .any(|e| on_node(&e, s.at_us.saturating_sub(reach_us)))
+        {
+            continue;
+        }
+        // A stall delays a delete sent while the key stood: from when it was set on.
+        let age_us = u64::try_from(ttl_ms.saturating_sub(s.pttl_ms))
+            .unwrap_or(0)
+            .saturating_mul(1000);
+        let set_at = s.at_us.saturating_sub(age_us);
+        let late = stalls.iter().any(|e| on_node(&e, set_at));
+        let entry = judged
+            .entry((s.node, s.token.as_str()))
+            .or_insert((s, false));
+        entry.1 |= late;
+    }
+    for (s, late) in judged.into_values() {
+        if late {
+            summary.excused += 1;
             continue;
         }
         summary.leaked += 1;
@@ -183,7 +224,7 @@ mod tests {
             sample(1, 1_175, "a", 10),
             sample(2, 1_175, "a", 10),
         ];
-        let s = leaks(&samples, &granted(&[]), &[], TTL, UNTIL);
+        let s = leaks(&samples, &granted(&[]), &[], &[], TTL, UNTIL);
         assert_eq!(s.samples, 4);
         assert_eq!(s.leaked, 2, "{s:?}");
         assert!(
@@ -204,7 +245,7 @@ mod tests {
             // After the workers' end.
             sample(0, 60_000, "cancelled", 5),
         ];
-        let s = leaks(&samples, &granted(&["held"]), &[], TTL, UNTIL);
+        let s = leaks(&samples, &granted(&["held"]), &[], &[], TTL, UNTIL);
         assert_eq!(s.leaked, 0, "{s:?}");
     }
 
@@ -220,6 +261,7 @@ mod tests {
             &[sample(1, 1_100, "x", 10)],
             &granted(&[]),
             &[on_n1],
+            &[],
             TTL,
             UNTIL,
         );
@@ -229,6 +271,7 @@ mod tests {
             &[sample(2, 1_100, "x", 10)],
             &granted(&[]),
             &[on_n1],
+            &[],
             TTL,
             UNTIL,
         );
@@ -238,6 +281,7 @@ mod tests {
             &[sample(1, 1_300, "x", 10)],
             &granted(&[]),
             &[on_n1],
+            &[],
             TTL,
             UNTIL,
         );
@@ -251,10 +295,56 @@ mod tests {
             &[sample(3, 1_100, "x", 10)],
             &granted(&[]),
             &[stall],
+            &[],
             TTL,
             UNTIL,
         );
         assert_eq!(s.leaked, 0);
+    }
+
+    #[test]
+    fn a_stall_seen_while_the_key_stood_excuses_it_and_is_counted() {
+        // Set at 1.0 s (190 ms left at 1.01 s), judged at 1.175 s with 15 ms left.
+        let samples = [sample(1, 1_010, "x", 190), sample(1, 1_175, "x", 15)];
+        let stall = |node, from_ms: u64, to_ms: u64| Exempt {
+            node,
+            from_us: from_ms * 1000,
+            to_us: to_ms * 1000,
+        };
+        // A stall of that node while the key stood: excused, counted apart.
+        let s = leaks(
+            &samples,
+            &granted(&[]),
+            &[],
+            &[stall(Some(1), 1_050, 1_120)],
+            TTL,
+            UNTIL,
+        );
+        assert_eq!(
+            (s.leaked, s.excused, s.stalls, s.stalled_ms),
+            (0, 1, 1, 70),
+            "{s:?}"
+        );
+        // One that ended before the key was set cannot have delayed its delete.
+        let s = leaks(
+            &samples,
+            &granted(&[]),
+            &[],
+            &[stall(Some(1), 900, 980)],
+            TTL,
+            UNTIL,
+        );
+        assert_eq!((s.leaked, s.excused), (1, 0), "{s:?}");
+        // Another node's stall excuses nothing here.
+        let s = leaks(
+            &samples,
+            &granted(&[]),
+            &[],
+            &[stall(Some(2), 1_050, 1_120)],
+            TTL,
+            UNTIL,
+        );
+        assert_eq!((s.leaked, s.excused), (1, 0), "{s:?}");
     }
 
     #[test]

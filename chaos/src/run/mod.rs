@@ -20,6 +20,8 @@
 //! - [`truth`]: server truth read by each worker right after its grants.
 //! - [`leaks`]: the runner's watch of every mode's lock key on every node, for keys of
 //!   failed attempts left behind.
+//! - [`path_probe`]: how late the lock's own path to a node delivers (stalls that excuse
+//!   a late clean-up).
 //! - [`record`]: events → [`ModeReport`] and timeline.
 //! - [`verdict`]: expectation × mode reports → [`Verdict`].
 //! - [`table`]: the text table `chaos run` prints.
@@ -33,6 +35,7 @@ pub mod clock;
 pub mod faults;
 pub mod leaks;
 pub mod needs;
+pub mod path_probe;
 pub mod pause;
 pub mod play;
 pub mod record;

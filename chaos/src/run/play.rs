@@ -204,6 +204,7 @@ pub(crate) async fn play(
             .collect();
         tokio::spawn(leaks::watch(
             env.admin_urls.clone(),
+            env.worker_urls.clone(),
             keys,
             clock,
             duration,
@@ -305,11 +306,11 @@ pub(crate) async fn play(
     worker_stop.cancel();
     // Whatever is still running is cut off (processes are killed by their guards).
     tasks.shutdown().await;
-    let key_samples = match watcher {
-        None => Vec::new(),
+    let watched_keys = match watcher {
+        None => leaks::Watched::default(),
         Some(w) => w.await.unwrap_or_else(|e| {
             harness.push(format!("the key watcher failed: {e}"));
-            Vec::new()
+            leaks::Watched::default()
         }),
     };
     let nemesis_report = match nemesis_result {
@@ -413,7 +414,7 @@ pub(crate) async fn play(
     }
     let exempt = leaks::exemptions(&faults);
     let until_us = u64::try_from(duration.as_micros()).unwrap_or(u64::MAX);
-    for (mode, samples) in watched.iter().zip(&key_samples) {
+    for (mode, samples) in watched.iter().zip(&watched_keys.samples) {
         let granted: HashSet<String> = history
             .iter()
             .filter(|op| op.mode == mode.name() && op.f == OpKind::Acquire)
@@ -424,6 +425,7 @@ pub(crate) async fn play(
                 samples,
                 &granted,
                 &exempt,
+                &watched_keys.stalls,
                 scenario_ttl(scenario, env.cfg.ttl),
                 until_us,
             );

@@ -234,11 +234,19 @@ fn no_leaks(check: &mut dyn FnMut(&str, bool, String), name: &str, m: &ModeRepor
     } else {
         format!("; e.g. {}", l.examples.join("; "))
     };
+    let stalls = if l.stalls == 0 {
+        String::new()
+    } else {
+        format!(
+            "; {} more not judged: the watcher saw their node or the machine stall while they stood ({} stalls, {} ms in all)",
+            l.excused, l.stalls, l.stalled_ms
+        )
+    };
     check(
         name,
         l.leaked == 0,
         format!(
-            "{name}: {} keys of never-granted attempts left standing for {:.0} % of their TTL (want 0: a failed attempt removes its keys wherever they may be; {} reads found the key){examples}",
+            "{name}: {} keys of never-granted attempts left standing for {:.0} % of their TTL (want 0: a failed attempt removes its keys wherever they may be; {} reads found the key){stalls}{examples}",
             l.leaked,
             100.0 * crate::checker::leak::LEAK_AGE,
             l.samples
@@ -864,6 +872,7 @@ mod tests {
                 samples: 40,
                 leaked: 1,
                 examples: vec!["n2 at 1.000 s: token ab…".into()],
+                ..LeakSummary::default()
             },
             ..paused(3)
         };
