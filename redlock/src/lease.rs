@@ -8,6 +8,7 @@ use tracing::Instrument;
 
 use crate::client::Redlock;
 use crate::error::{LockError, NodeError};
+use crate::extend;
 use crate::fence::FenceToken;
 use crate::node::{NativeDelete, Node};
 use crate::notify;
@@ -453,14 +454,13 @@ impl Lease {
             |node| {
                 let (key, token) = (Arc::clone(&self.key), self.token);
                 async move {
-                    node.vote(guards, |mut c| async move {
-                        let r: i64 = script::EXTEND
-                            .call(&[key.as_bytes()])
-                            .arg(token.as_str())
-                            .arg(ttl_ms)
-                            .query_async(&mut c)
-                            .await?;
-                        Ok((r == 1).then_some(()))
+                    node.vote_on(guards, |mut c, link| {
+                        let node = &node;
+                        async move {
+                            let r = extend::extend_one(&mut c, node, link, &key, &token, ttl_ms)
+                                .await?;
+                            Ok((r == 1).then_some(()))
+                        }
                     })
                     .await
                 }

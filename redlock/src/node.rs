@@ -37,7 +37,8 @@
 //! under another node's name fails every call with [`NodeError::SameServer`]: its vote is
 //! never counted twice. The same `INFO server` reply gives the server's uptime, from which
 //! the restart quarantine decides whether its votes count yet (see `quarantine`); a
-//! `run_id` other than the last connection's is a restart.
+//! `run_id` other than the last connection's is a restart. It also tells which commands
+//! the connection's server understands (see `dialect`).
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -55,6 +56,7 @@ use tokio::time::Instant;
 use crate::clockwatch::{Sample, Step};
 use crate::config::Settings;
 use crate::conn::Conn;
+use crate::dialect::Dialect;
 use crate::error::NodeError;
 use crate::quarantine::{Guards, Incarnation, Restarts, ServerInfo};
 
@@ -107,9 +109,21 @@ pub(crate) const MAX_IN_FLIGHT: usize = 1024;
 /// above it is used instead.
 pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// A new connection and what its server said in `INFO server` (`None` when it would not
-/// say).
-type Connected = RedisResult<(Conn, Option<ServerInfo>)>;
+/// A new connection, what its server said in `INFO server` (`None` when it would not
+/// say) and the commands it understands, learnt from the same reply.
+type Connected = RedisResult<(Conn, Option<ServerInfo>, Dialect)>;
+
+/// The connection a call runs on, as the call sees it: which one, and what its server
+/// understands.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Link {
+    generation: u64,
+    /// Learnt at connect; no longer `set_ifeq` once [`Node::script_only`] was told.
+    pub(crate) dialect: Dialect,
+}
+
+/// In [`Node::set_ifeq`]: no connection known to take `SET … IFEQ`.
+const NO_SET_IFEQ: u64 = u64::MAX;
 
 /// A node's connection, behind the order gate.
 #[derive(Default)]
@@ -140,6 +154,10 @@ pub(crate) struct Node {
     /// The generation counter when the last probe ended without telling (ACL denies
     /// `COMMAND`, …): no new probe until a new connection (see [`Node::native_delete`]).
     probed: AtomicU64,
+    /// The generation of the connection whose server takes `SET … IFEQ` (see `dialect`),
+    /// or [`NO_SET_IFEQ`]. Written in the gate when a connection is made; read in the gate
+    /// by each call, so a call sees what the connection it is sent on can do.
+    set_ifeq: AtomicU64,
     resolved: Vec<SocketAddr>,
     /// How long making a connection may take.
     connect_budget: Duration,
@@ -187,6 +205,7 @@ impl Node {
             native_delete: OnceLock::new(),
             probing: AtomicBool::new(false),
             probed: AtomicU64::new(u64::MAX),
+            set_ifeq: AtomicU64::new(NO_SET_IFEQ),
             resolved,
             connect_budget,
             incarnation: Incarnation::default(),
@@ -263,7 +282,21 @@ impl Node {
         F: FnOnce(Conn) -> Fut,
         Fut: Future<Output = RedisResult<Option<T>>>,
     {
-        let (result, took) = self.call_sampled(guards, f).await;
+        self.vote_on(guards, |c, _| f(c)).await
+    }
+
+    /// Like [`vote`](Self::vote), for a request that depends on what the connection's
+    /// server understands: `f` is told in the [`Link`] it gets.
+    pub(crate) async fn vote_on<T, F, Fut>(
+        &self,
+        guards: Option<Guards>,
+        f: F,
+    ) -> (Result<Option<(T, u64)>, NodeError>, Duration)
+    where
+        F: FnOnce(Conn, Link) -> Fut,
+        Fut: Future<Output = RedisResult<Option<T>>>,
+    {
+        let (result, took) = self.sampled(guards, f).await;
         let answer = result.map(|(v, epoch)| v.map(|v| (v, epoch)));
         (self.counted(answer, guards), took)
     }
@@ -303,8 +336,22 @@ impl Node {
         F: FnOnce(Conn) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
     {
+        self.sampled(guards, |c, _| f(c)).await
+    }
+
+    /// [`call_sampled`](Self::call_sampled), telling `f` its [`Link`].
+    async fn sampled<T, F, Fut>(
+        &self,
+        guards: Option<Guards>,
+        f: F,
+    ) -> (Result<(T, u64), NodeError>, Duration)
+    where
+        F: FnOnce(Conn, Link) -> Fut,
+        Fut: Future<Output = RedisResult<T>>,
+    {
         let Some(allowance) = guards.and_then(|g| g.jumps) else {
-            return self.call_in_epoch(f).await;
+            let (result, took) = self.call_with(f, false).await;
+            return (result.map(|(v, epoch, _)| (v, epoch)), took);
         };
         let (result, took) = self.call_with(f, true).await;
         let result = result.map(|(v, epoch, sample)| {
@@ -349,7 +396,7 @@ impl Node {
         F: FnOnce(Conn) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
     {
-        let (result, took) = self.call_with(f, false).await;
+        let (result, took) = self.call_with(|c, _| f(c), false).await;
         (result.map(|(v, epoch, _)| (v, epoch)), took)
     }
 
@@ -360,7 +407,7 @@ impl Node {
         timed: bool,
     ) -> (Result<(T, u64, Option<Sample>), NodeError>, Duration)
     where
-        F: FnOnce(Conn) -> Fut,
+        F: FnOnce(Conn, Link) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
     {
         let started = Instant::now();
@@ -391,13 +438,16 @@ impl Node {
     async fn connect(client: Client, config: AsyncConnectionConfig, budget: Duration) -> Connected {
         let attempt = async {
             let mut conn = Conn::connect(&client, &config).await?;
-            let info = redis::cmd("INFO")
+            let text = redis::cmd("INFO")
                 .arg("server")
                 .query_async::<String>(&mut conn)
                 .await
-                .ok()
-                .map(|info| ServerInfo::parse(&info, Instant::now()));
-            Ok((conn, info))
+                .ok();
+            let info = text
+                .as_deref()
+                .map(|info| ServerInfo::parse(info, Instant::now()));
+            let dialect = text.as_deref().map(Dialect::of).unwrap_or_default();
+            Ok((conn, info, dialect))
         };
         tokio::time::timeout(budget, attempt)
             .await
@@ -460,7 +510,7 @@ impl Node {
                 made => break made,
             }
         };
-        let (conn, info) = made.map_err(|join| {
+        let (conn, info, dialect) = made.map_err(|join| {
             RedisError::from((
                 redis::ErrorKind::Io,
                 "connecting task ended",
@@ -481,6 +531,10 @@ impl Node {
             None => self.incarnation.epoch(),
         };
         let g = self.generation.fetch_add(1, Ordering::Relaxed);
+        self.set_ifeq.store(
+            if dialect.set_ifeq { g } else { NO_SET_IFEQ },
+            Ordering::Release,
+        );
         *slot = Slot::Ready(g, conn.clone(), epoch);
         Ok((g, conn, epoch))
     }
@@ -490,7 +544,7 @@ impl Node {
     /// read as a [`Sample`] of the server's clock taken after `f`'s command ran.
     async fn in_order<T, F, Fut>(&self, f: F, timed: bool) -> RedisResult<(T, u64, Option<Sample>)>
     where
-        F: FnOnce(Conn) -> Fut,
+        F: FnOnce(Conn, Link) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
     {
         let mut gate = self.conn.lock().await;
@@ -509,7 +563,13 @@ impl Node {
             let mut c = conn.clone();
             Box::pin(async move { redis::cmd("TIME").query_async::<(u64, u64)>(&mut c).await })
         });
-        let mut request = std::pin::pin!(f(conn));
+        let link = Link {
+            generation,
+            dialect: Dialect {
+                set_ifeq: self.set_ifeq.load(Ordering::Acquire) == generation,
+            },
+        };
+        let mut request = std::pin::pin!(f(conn, link));
         // One poll puts the request in the pipeline's queue (or in line for a place in it).
         let first = std::future::poll_fn(|cx| Poll::Ready(request.as_mut().poll(cx))).await;
         // And one puts the `TIME` behind it, still inside the gate.
@@ -548,6 +608,24 @@ impl Node {
             }
         }
         result.map(|(v, sample)| (v, epoch, sample))
+    }
+
+    /// Stops sending `SET … IFEQ` on `link`'s connection: its server refused the syntax
+    /// (the version said yes, the server says no: a fork, a build without it). The next
+    /// connection learns afresh.
+    pub(crate) fn script_only(&self, link: Link) {
+        if self
+            .set_ifeq
+            .compare_exchange(
+                link.generation,
+                NO_SET_IFEQ,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_ok()
+        {
+            tracing::info!(node = %self.addr, "node refused SET IFEQ: extending with the script on this connection");
+        }
     }
 
     /// The native compare-and-delete this server is known to offer. Until a probe has

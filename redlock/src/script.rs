@@ -71,7 +71,8 @@ end
 if v then return -1 end
 return 0");
 
-/// Compare-and-PEXPIRE: 1 extended, 0 gone, −1 held by another. Never deletes.
+/// Compare-and-PEXPIRE: 1 extended, 0 gone, −1 held by another. Never deletes. Only for
+/// servers without `SET … IFEQ` (see `extend`).
 pub(crate) const EXTEND: Lua = Lua(r"
 local v = redis.call('GET', KEYS[1])
 if v == ARGV[1] then

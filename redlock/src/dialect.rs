@@ -1,0 +1,158 @@
+//! What a connection's server understands beyond the commands every Redis and Valkey has,
+//! read from the `INFO server` reply the handshake asks for anyway (see `node`): no extra
+//! round trip, and nothing is learnt from a server that will not say.
+//!
+//! # Why it is per connection
+//! A node's address can be served by another build after a restart or failover: an upgrade
+//! or a downgrade. So what a server speaks is learnt again with every new connection, and
+//! forgotten with it.
+//!
+//! # `SET … IFEQ`: compare-and-expire without Lua
+//! Valkey 8.1 and Redis 8.4 added `IFEQ` to `SET`: the write happens only while the key
+//! holds the given value. `SET key token IFEQ token GET PX ttl` is our extend in one
+//! command: it rewrites the same value with a new TTL only while our token is there, and
+//! `GET` returns what was there before — our token (extended), nil (gone, nothing
+//! created) or another owner's token (nothing changed). A server with Lua disabled (an ACL
+//! without `@scripting`, a managed service that forbids `EVAL`) can then still extend.
+//!
+//! The version decides, and a wrong guess is safe: a server that does not know `IFEQ`
+//! answers `ERR syntax error` and changes nothing, and an error is never counted as a
+//! yes. That connection then goes back to the script (see `extend`).
+
+/// The commands one connection's server understands beyond the common set. The default
+/// is the common set alone (the Lua scripts for everything).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Dialect {
+    /// `SET … IFEQ value`: Valkey ≥ 8.1, Redis ≥ 8.4.
+    pub(crate) set_ifeq: bool,
+}
+
+/// First Valkey with `SET … IFEQ`.
+const VALKEY_SET_IFEQ: Version = Version(8, 1, 0);
+/// First Redis with `SET … IFEQ`.
+const REDIS_SET_IFEQ: Version = Version(8, 4, 0);
+
+impl Dialect {
+    /// Reads the `INFO server` text. Valkey names itself (`server_name:valkey`) and gives
+    /// its own version as `valkey_version`, while its `redis_version` stays at 7.2.4 for
+    /// the clients that check it; Redis gives only `redis_version`. A server that names
+    /// itself something else, or whose version does not parse, gets the common set.
+    pub(crate) fn of(info: &str) -> Dialect {
+        let field = |name: &str| {
+            info.lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+                .map(str::trim)
+        };
+        let at_least = |name: &str, first: Version| {
+            field(name)
+                .and_then(Version::parse)
+                .is_some_and(|v| v >= first)
+        };
+        let set_ifeq = match (field("valkey_version"), field("server_name")) {
+            (Some(_), _) => at_least("valkey_version", VALKEY_SET_IFEQ),
+            (None, None | Some("redis")) => at_least("redis_version", REDIS_SET_IFEQ),
+            (None, Some(_)) => false,
+        };
+        Dialect { set_ifeq }
+    }
+}
+
+/// Whether `e` is a server refusing a command's syntax (`ERR syntax error`): what a server
+/// without `IFEQ` answers to `SET … IFEQ`.
+pub(crate) fn not_understood(e: &redis::RedisError) -> bool {
+    e.code() == Some("ERR")
+        && e.detail()
+            .is_some_and(|d| d.to_ascii_lowercase().contains("syntax error"))
+}
+
+/// `major.minor.patch`, compared in that order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Version(u32, u32, u32);
+
+impl Version {
+    /// `8.1.8`; a missing patch counts as 0, anything else that is not a number refuses.
+    fn parse(s: &str) -> Option<Version> {
+        let mut parts = s.split('.').map(str::parse::<u32>);
+        let major = parts.next()?.ok()?;
+        let minor = parts.next()?.ok()?;
+        let patch = parts.next().unwrap_or(Ok(0)).ok()?;
+        Some(Version(major, minor, patch))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(lines: &[&str]) -> String {
+        let mut text = String::from("# Server\r\n");
+        for l in lines {
+            text.push_str(l);
+            text.push_str("\r\n");
+        }
+        text
+    }
+
+    #[test]
+    fn valkey_is_judged_by_its_own_version_not_the_compatibility_one() {
+        let at = |v: &str| {
+            Dialect::of(&info(&[
+                "redis_version:7.2.4",
+                "server_name:valkey",
+                &format!("valkey_version:{v}"),
+            ]))
+            .set_ifeq
+        };
+        assert!(at("8.1.8"));
+        assert!(at("8.1.0"));
+        assert!(at("9.0.0"));
+        assert!(!at("8.0.4"));
+        assert!(!at("7.2.11"));
+        assert!(!at("eight"));
+    }
+
+    #[test]
+    fn redis_from_8_4() {
+        let at = |v: &str| Dialect::of(&info(&[&format!("redis_version:{v}")])).set_ifeq;
+        assert!(at("8.4.0"));
+        assert!(at("8.6.1"));
+        assert!(at("255.255.255"), "an unstable build");
+        assert!(!at("8.2.3"));
+        assert!(!at("7.0.15"));
+        assert!(!at(""));
+    }
+
+    #[test]
+    fn an_unknown_server_or_no_answer_gets_the_scripts() {
+        assert_eq!(Dialect::of(""), Dialect::default());
+        assert!(!Dialect::of(&info(&["server_name:valkey", "redis_version:8.4.0"])).set_ifeq);
+        assert!(!Dialect::of(&info(&["server_name:other", "redis_version:9.0.0"])).set_ifeq);
+    }
+
+    #[test]
+    fn versions_order_by_number_not_text() {
+        assert!(Version::parse("8.10.0") > Version::parse("8.4.0"));
+        assert_eq!(Version::parse("8.4"), Some(Version(8, 4, 0)));
+        assert_eq!(Version::parse("8"), None);
+    }
+
+    #[test]
+    fn a_syntax_error_is_told_from_other_errors() {
+        let reply = |bytes: &[u8]| {
+            redis::parse_redis_value(bytes)
+                .expect("parses")
+                .extract_error()
+                .expect_err("an error reply")
+        };
+        assert!(not_understood(&reply(b"-ERR syntax error\r\n")));
+        assert!(!not_understood(&reply(
+            b"-NOPERM User locker has no permissions to run the 'set' command\r\n"
+        )));
+        assert!(!not_understood(&reply(
+            b"-ERR unknown command 'DELIFEQ', with args beginning with: \r\n"
+        )));
+        assert!(!not_understood(&reply(
+            b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"
+        )));
+    }
+}
