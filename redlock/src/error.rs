@@ -125,8 +125,10 @@ pub enum NodeError {
     /// The node answered with an error, or the connection failed.
     #[error("{0}")]
     Redis(String),
-    /// The server refused our credentials.
-    #[error("authentication failed: {0}")]
+    /// The server refused our credentials, or its ACL denies this user the command
+    /// (`NOPERM`: e.g. scripts, where scripting is switched off; see "Which operations need
+    /// Lua" in `docs/lock.md`).
+    #[error("authentication or permission refused: {0}")]
     Auth(String),
     /// The node answered something the protocol does not allow here: bytes that are not
     /// RESP2 on the lean connection (which then connects again), or a reply of a type the
