@@ -18,6 +18,15 @@
 //! the background and tells the holder when the lease is lost. With fencing on, each
 //! lease also carries a [`FenceToken`] that grows from grant to grant (see [`fence`]).
 //!
+//! **Lua** is used only where the server offers no single command: the unfenced acquire is
+//! `SET NX` everywhere; extend is `SET … IFEQ` on Valkey ≥ 8.1 and Redis ≥ 8.4 (learnt per
+//! connection from `INFO server`), a script elsewhere; release is `DELIFEQ` on Valkey ≥ 9
+//! and `DELEX` on Redis ≥ 8.4 (once a background probe has found them), a script
+//! elsewhere; the fenced acquire, fence write and [`Lease::retire_fence`] are always
+//! scripts. Where an ACL denies scripting, those calls fail on each node with
+//! [`NodeError::Auth`] (`NOPERM …`), and the operation with [`LockError::QuorumNotReached`]
+//! (a release: [`ReleaseOutcome::Failed`] per node).
+//!
 //! ```no_run
 //! use std::time::Duration;
 //! use fenced_redlock::{Redlock, RenewOptions};
@@ -162,6 +171,8 @@
 //!   `run_id`s, and why a restarted node's vote waits for a TTL.
 //! - `clockwatch`: the clock-jump guard — each node's clock offset from `TIME` read
 //!   behind every vote, and what counts as a jump.
+//! - `extend`: one node's compare-and-expire, `SET … IFEQ` or the script. `dialect`: what a
+//!   connection's server understands beyond the common commands, from its `INFO server`.
 //! - `script`: the Lua scripts, and why they go as `EVAL`. `node`: one primary, its
 //!   connection and calls with a deadline (made from a URL or from your `redis::Client`,
 //!   see [`Redlock::builder_from_clients`]). `conn`: the connection itself — our own lean
