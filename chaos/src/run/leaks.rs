@@ -18,8 +18,10 @@
 //! through the lock's address that had not reached the node [`path_probe::LAG_LIMIT`]
 //! later), or itself held off the CPU (a tick more than [`LATE`] after it was due). The
 //! leak check excuses keys such a stall could explain and counts them apart
-//! ([`crate::checker::leak`]). A read of the direct address that fails is no stall:
-//! a frozen node fails it too, and freezes are judged.
+//! ([`crate::checker::leak`]). A stall on a node during a fault on that node is the
+//! fault's doing, not the machine's (a frozen node stalls the probe too), and is dropped
+//! ([`outside_faults`]): faults are judged by their own rules. A read of the direct
+//! address that fails is no stall either.
 
 use std::time::Duration;
 
@@ -250,6 +252,36 @@ async fn read(
     Ok((found, probed))
 }
 
+/// Slack around a fault window when telling stalls of a fault from stalls of the machine:
+/// the recorded start and end of a fault are when the nemesis applied and healed it.
+pub const FAULT_SLACK: Duration = Duration::from_millis(100);
+
+/// The `stalls` that touch no fault window on their node: a stall during a fault is that
+/// fault's doing (a frozen node stalls the probe too), and faults are judged by their own
+/// rules ([`exempt`]) — a stall must not excuse what a freeze or a latency fault is judged
+/// on. A stall that began in a fault and outlasted it is dropped whole.
+pub fn outside_faults(stalls: &[Exempt], faults: &[FaultWindow]) -> Vec<Exempt> {
+    let slack = u64::try_from(FAULT_SLACK.as_micros()).unwrap_or(u64::MAX);
+    stalls
+        .iter()
+        .filter(|s| {
+            !faults.iter().any(|f| {
+                let on_node = f.targets.iter().any(|t| {
+                    t.strip_prefix('n')
+                        .and_then(|n| n.parse::<usize>().ok())
+                        .is_some_and(|n| s.node.is_none_or(|sn| sn == n))
+                });
+                let from = f.start_ms.saturating_mul(1000).saturating_sub(slack);
+                let to = f
+                    .end_ms
+                    .map_or(u64::MAX, |e| e.saturating_mul(1000).saturating_add(slack));
+                on_node && s.from_us <= to && s.to_us >= from
+            })
+        })
+        .copied()
+        .collect()
+}
+
 /// The windows of `faults` in which a delete could not be expected to reach a node (see
 /// [`exempt`]), in µs; a worker-targeted one covers every node.
 pub fn exemptions(faults: &[FaultWindow]) -> Vec<Exempt> {
@@ -284,6 +316,37 @@ pub fn exemptions(faults: &[FaultWindow]) -> Vec<Exempt> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stalls_during_a_fault_on_their_node_are_the_faults_not_the_machines() {
+        let freeze = FaultWindow {
+            kind: "freeze".into(),
+            detail: String::new(),
+            targets: vec!["n2".into()],
+            start_ms: 1_000,
+            end_ms: Some(2_000),
+        };
+        let stall = |node, from_ms: u64, to_ms: u64| Exempt {
+            node: Some(node),
+            from_us: from_ms * 1000,
+            to_us: to_ms * 1000,
+        };
+        let stalls = [
+            // In the freeze, on the frozen node; and one that outlasted it.
+            stall(2, 1_200, 1_300),
+            stall(2, 1_900, 2_050),
+            // Within the slack after the heal.
+            stall(2, 2_080, 2_090),
+            // Another node, same time: the machine, not the fault.
+            stall(3, 1_200, 1_300),
+            // The frozen node, long after.
+            stall(2, 5_000, 5_100),
+        ];
+        assert_eq!(
+            outside_faults(&stalls, &[freeze]),
+            vec![stall(3, 1_200, 1_300), stall(2, 5_000, 5_100)]
+        );
+    }
 
     #[test]
     fn a_stall_runs_from_its_first_sign_to_the_next_answer_in_time() {

@@ -413,6 +413,7 @@ pub(crate) async fn play(
         }
     }
     let exempt = leaks::exemptions(&faults);
+    let stalls = leaks::outside_faults(&watched_keys.stalls, &faults);
     let until_us = u64::try_from(duration.as_micros()).unwrap_or(u64::MAX);
     for (mode, samples) in watched.iter().zip(&watched_keys.samples) {
         let granted: HashSet<String> = history
@@ -425,7 +426,7 @@ pub(crate) async fn play(
                 samples,
                 &granted,
                 &exempt,
-                &watched_keys.stalls,
+                &stalls,
                 scenario_ttl(scenario, env.cfg.ttl),
                 until_us,
             );
