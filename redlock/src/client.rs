@@ -342,6 +342,11 @@ impl Redlock {
         self.shared.guards().filter(|g| g.young).map(|g| g.length)
     }
 
+    /// When a node's yes counts (see [`Builder::durability`]).
+    pub fn durability(&self) -> crate::Durability {
+        self.settings.durability
+    }
+
     /// Whether the clock-jump guard is on (see [`Builder::clock_jump_guard`]).
     pub fn clock_jump_guard(&self) -> bool {
         self.shared.guards().is_some_and(|g| g.jumps.is_some())
@@ -633,11 +638,12 @@ impl Redlock {
         };
 
         let guards = self.shared.guards();
+        let durability = self.settings.durability;
         let votes: Tally<(i64, u64)> =
             quorum::fan_out(nodes, required, Until::Decided, deadline, tasks, |node| {
                 let (key, fence_key, token) = (Arc::clone(&key), fence_key.clone(), token);
                 async move {
-                    node.vote(guards, |mut c| async move {
+                    node.vote(guards, durability, |mut c| async move {
                         if let Some(fence_key) = fence_key {
                             let fence: i64 = script::ACQUIRE_FENCED
                                 .call(&[key.as_bytes(), &fence_key])
@@ -687,7 +693,7 @@ impl Redlock {
                     let (key, fence_key, token) = (Arc::clone(&key), Arc::clone(fence_key), token);
                     async move {
                         let (reply, took) = node
-                            .call_sampled(guards, |mut c| async move {
+                            .call_sampled(guards, durability, |mut c| async move {
                                 let held: i64 = script::FENCE_WRITE
                                     .call(&[key.as_bytes(), &fence_key])
                                     .arg(token.as_str())
@@ -701,8 +707,10 @@ impl Redlock {
                         // clean writes is what makes the token larger than every earlier
                         // grant's (see `fence.rs`).
                         let answer = match reply {
-                            Ok((1, epoch)) => Ok(Some(((), epoch))),
-                            Ok((2, _)) => Err(NodeError::FenceAhead(next.get())),
+                            Ok((1, epoch, fsynced)) => {
+                                node.fsynced(fsynced).map(|()| Some(((), epoch)))
+                            }
+                            Ok((2, _, _)) => Err(NodeError::FenceAhead(next.get())),
                             Ok(_) => Ok(None),
                             Err(e) => Err(e),
                         };

@@ -5,6 +5,7 @@ use std::time::Duration;
 use redis::IntoConnectionInfo;
 
 use crate::clockwatch::Allowance;
+use crate::durable::Durability;
 use crate::error::ConfigError;
 use crate::node::Node;
 use crate::quarantine::Guards;
@@ -79,6 +80,8 @@ pub(crate) struct Settings {
     pub(crate) quarantine: RestartQuarantine,
     /// Whether the clock-jump guard is on (see `clockwatch`).
     pub(crate) clock_jump_guard: bool,
+    /// When a yes counts (see `durable`); checked by [`Settings::with_durability`].
+    pub(crate) durability: Durability,
 }
 
 impl Settings {
@@ -154,7 +157,26 @@ impl Settings {
             notify,
             quarantine,
             clock_jump_guard: false,
+            durability: Durability::Memory,
         })
+    }
+
+    /// These settings with `durability`, refused when its fsync wait cannot fit in the
+    /// node deadline.
+    pub(crate) fn with_durability(mut self, durability: Durability) -> Result<Self, ConfigError> {
+        if let Some(timeout) = durability.wait() {
+            if timeout.as_millis() == 0 {
+                return Err(ConfigError::ZeroDurabilityTimeout);
+            }
+            if timeout >= self.node_timeout {
+                return Err(ConfigError::DurabilityTimeoutTooLong {
+                    timeout,
+                    node_timeout: self.node_timeout,
+                });
+            }
+        }
+        self.durability = durability;
+        Ok(self)
     }
 
     /// Settings with another TTL, re-deriving what depends on it.
@@ -170,7 +192,7 @@ impl Settings {
             self.quarantine,
         )?;
         settings.clock_jump_guard = self.clock_jump_guard;
-        Ok(settings)
+        settings.with_durability(self.durability)
     }
 
     /// The guards leases of this client's TTL need: how long a node that started,
@@ -238,6 +260,7 @@ pub struct Builder {
     notify: bool,
     quarantine: RestartQuarantine,
     clock_jump_guard: bool,
+    durability: Durability,
 }
 
 impl Builder {
@@ -274,6 +297,7 @@ impl Builder {
             notify: true,
             quarantine: RestartQuarantine::Off,
             clock_jump_guard: false,
+            durability: Durability::Memory,
         }
     }
 
@@ -437,6 +461,43 @@ impl Builder {
         self
     }
 
+    /// When a node's yes counts (default [`Durability::Memory`]: when it answers).
+    ///
+    /// With [`Durability::Fsync`], a yes to an acquire, a fence write or an extend counts
+    /// only once the node reports it fsynced to its append-only file: a `WAITAOF 1 0
+    /// <timeout>` goes right behind the request, on the same connection, so no round trip
+    /// is added. This closes the window in which a node that crashes loses keys it
+    /// granted (with `appendfsync everysec`, up to a second of them). Every node needs
+    /// `appendonly yes` ([`NodeError::AofDisabled`](crate::NodeError::AofDisabled)
+    /// otherwise) and Redis or Valkey ≥ 7.2
+    /// ([`NodeError::NoWaitAof`](crate::NodeError::NoWaitAof)); a node that does not
+    /// fsync within `timeout` fails that vote with
+    /// [`NodeError::NotDurable`](crate::NodeError::NotDurable).
+    ///
+    /// The trade-off is latency: the wait is part of the vote, so `timeout` must be below
+    /// the node deadline (`build()` refuses it otherwise). With `appendfsync always` the
+    /// write is on disk when the server answers, and a few milliseconds suffice; with
+    /// `appendfsync everysec` a vote waits up to about a second, so both the timeout and
+    /// the node deadline must be that long. `WAITAOF` also holds back later requests on
+    /// that connection until it answers. Releases are not waited for: a lost delete
+    /// leaves a key that expires with its TTL.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use fenced_redlock::{Durability, Redlock};
+    ///
+    /// let redlock = Redlock::builder(["redis://127.0.0.1:7001"])
+    ///     .node_timeout(Duration::from_millis(50))
+    ///     .durability(Durability::Fsync { timeout: Duration::from_millis(20) })
+    ///     .build()
+    ///     .expect("valid");
+    /// assert_eq!(redlock.durability(), Durability::Fsync { timeout: Duration::from_millis(20) });
+    /// ```
+    pub fn durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
+        self
+    }
+
     /// Validates the configuration and creates the client. Connections are made lazily
     /// and reconnect by themselves: a node that is down now is a failed vote later, not
     /// an error here.
@@ -459,6 +520,7 @@ impl Builder {
             self.quarantine,
         )?;
         settings.clock_jump_guard = self.clock_jump_guard;
+        let settings = settings.with_durability(self.durability)?;
         if self.nodes.is_empty() {
             return Err(ConfigError::NoNodes);
         }

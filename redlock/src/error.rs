@@ -95,6 +95,23 @@ pub enum ConfigError {
         /// The TTL plus the drift allowance.
         needed: Duration,
     },
+    /// [`Durability::Fsync`](crate::Durability::Fsync) with a zero timeout: `WAITAOF`
+    /// takes whole milliseconds, and 0 would make it wait without end.
+    #[error(
+        "durability timeout is zero: durable votes need a positive fsync wait, e.g. 5ms with appendfsync always (about 1s with everysec)"
+    )]
+    ZeroDurabilityTimeout,
+    /// The fsync wait of [`Durability::Fsync`](crate::Durability::Fsync) does not fit in
+    /// the node deadline: it is part of every vote, so every vote would miss its deadline.
+    #[error(
+        "durability timeout {timeout:?} is not below the node timeout {node_timeout:?}: the fsync wait happens inside each vote; lower the durability timeout (with appendfsync always a few ms suffice) or raise node_timeout above it (about 1s with appendfsync everysec)"
+    )]
+    DurabilityTimeoutTooLong {
+        /// The configured fsync wait.
+        timeout: Duration,
+        /// The node deadline it must fit in.
+        node_timeout: Duration,
+    },
     /// Retry delay of zero would spin.
     #[error("retry delay is zero: waiting acquires would spin; use at least 1ms")]
     ZeroRetryDelay,
@@ -188,6 +205,30 @@ pub enum NodeError {
         /// Time until the node's votes count again.
         remaining: Duration,
     },
+    /// The node said yes, but did not report it fsynced to its append-only file within
+    /// the durability timeout ([`Durability::Fsync`](crate::Durability::Fsync)): a crash
+    /// now could lose the key, so the vote does not count. The key may be there; it is
+    /// released as a failed attempt's is.
+    #[error(
+        "said yes but did not fsync it to its append-only file within {timeout:?}: the vote does not count; set appendfsync always on the node, or raise the durability timeout (and the node deadline above it)"
+    )]
+    NotDurable {
+        /// The `WAITAOF` timeout that passed.
+        timeout: Duration,
+    },
+    /// Durable votes ([`Durability::Fsync`](crate::Durability::Fsync)) were asked of a
+    /// node that does not persist to an append-only file (`appendonly no`): its yes can
+    /// never be durable, so it never counts.
+    #[error(
+        "this node has appendonly no, and durable votes (Durability::Fsync) need appendonly yes: run CONFIG SET appendonly yes on it (with appendfsync always for a node deadline under 1s), or use Durability::Memory"
+    )]
+    AofDisabled,
+    /// Durable votes ([`Durability::Fsync`](crate::Durability::Fsync)) were asked of a
+    /// server that does not know `WAITAOF` (Redis or Valkey older than 7.2).
+    #[error(
+        "the server does not know WAITAOF ({0}): durable votes (Durability::Fsync) need Redis or Valkey 7.2 or newer; upgrade the node, or use Durability::Memory"
+    )]
+    NoWaitAof(String),
 }
 
 impl NodeError {

@@ -445,6 +445,7 @@ impl Lease {
         let nodes = &shared.nodes;
         let required = client.quorum();
         let guards = shared.guards();
+        let durability = settings.durability;
         let tally: Tally<((), u64)> = quorum::fan_out(
             nodes,
             required,
@@ -454,7 +455,7 @@ impl Lease {
             |node| {
                 let (key, token) = (Arc::clone(&self.key), self.token);
                 async move {
-                    node.vote_on(guards, |mut c, link| {
+                    node.vote_on(guards, durability, |mut c, link| {
                         let node = &node;
                         async move {
                             let r = extend::extend_one(&mut c, node, link, &key, &token, ttl_ms)

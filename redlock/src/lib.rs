@@ -80,6 +80,13 @@
 //!   restarts, also after those that kept the data, and for the first TTL of a freshly
 //!   started cluster (a first start looks like a restart). Where every node runs
 //!   `appendonly yes` with `appendfsync always`, it is not needed.
+//! - **A crash inside the fsync window.** A node with `appendfsync everysec` that crashes
+//!   can come back without the last second's keys. **Durable votes**
+//!   ([`Builder::durability`] with [`Durability::Fsync`], off by default) count a yes
+//!   only once the node reports it fsynced to its append-only file (`WAITAOF` behind the
+//!   request, no extra round trip). They need `appendonly yes` and Redis or Valkey ≥ 7.2,
+//!   and the fsync wait must fit the node deadline (about a second with `everysec`; use
+//!   `appendfsync always` for short deadlines).
 //! - **Eviction.** Run lock nodes with `maxmemory-policy noeviction` or a `volatile-*`
 //!   policy: `allkeys-*` may evict fence counters, which is amnesia (see [`fence`]).
 //! - **Majority loss.** With fewer than a quorum of nodes reachable, acquires fail
@@ -169,6 +176,7 @@
 //! - `notify`: release notifications for waiters.
 //! - `quarantine`: the restart quarantine — a node's start from its uptime, epochs of
 //!   `run_id`s, and why a restarted node's vote waits for a TTL.
+//! - `durable`: durable votes — the `WAITAOF` behind every yes, and what its reply means.
 //! - `clockwatch`: the clock-jump guard — each node's clock offset from `TIME` read
 //!   behind every vote, and what counts as a jump.
 //! - `extend`: one node's compare-and-expire, `SET … IFEQ` or the script. `dialect`: what a
@@ -205,6 +213,7 @@ mod clockwatch;
 pub mod config;
 mod conn;
 mod dialect;
+mod durable;
 pub mod error;
 mod extend;
 pub mod fence;
@@ -232,6 +241,7 @@ pub(crate) use client::Shared;
 
 pub use client::Redlock;
 pub use config::{Builder, RestartQuarantine};
+pub use durable::Durability;
 pub use error::{ConfigError, LockError, NodeError, NodeFailure, NodeFailureReason};
 pub use fence::FenceToken;
 pub use lease::{Lease, NodeOutcome, NodeReport, ReleaseOutcome, ReleaseReport};

@@ -18,6 +18,7 @@
 //! | `redlock_leases_lost_total` | counter | `reason` | a [`RenewingLease`](crate::RenewingLease) is lost: the moment [`lost`](crate::RenewingLease::lost) learns why |
 //! | `redlock_handoff_wakeups_total` | counter | – | a release notice wakes a waiting `acquire` of this client before its retry delay (once per release, not once per node) |
 //! | `redlock_quarantined_votes_total` | counter | `node` | a node's yes (acquire, fence write or extend) does not count because the node is in its restart quarantine or restarted since (see [`RestartQuarantine`](crate::config::RestartQuarantine)) |
+//! | `redlock_not_durable_votes_total` | counter | `node` | with [`Durability::Fsync`](crate::Durability::Fsync), a node's yes (acquire, fence write or extend) does not count because the node did not report it fsynced to its append-only file: not in time, `appendonly no`, or a server without `WAITAOF` (the `kind` of the same failure in `redlock_node_errors_total` says which) |
 //! | `redlock_node_restarts_total` | counter | `node` | a new connection to a node finds another `run_id` than the one before: the server restarted, and the votes it gave before are void |
 //!
 //! Label values:
@@ -30,7 +31,8 @@
 //! - `kind`: `timeout`, `redis` (an error reply or a broken connection), `auth`,
 //!   `protocol` (a reply that is not RESP2, or of the wrong type), `backlog` (the node's
 //!   connection is full of requests it has not answered), `same_server`, `fence_ahead` (a
-//!   fence write found the counter already at or above the token: the attempt is refused)
+//!   fence write found the counter already at or above the token: the attempt is refused),
+//!   `quarantined`, `clock_jumped`, `not_durable`, `aof_disabled`, `no_waitaof`
 //!   (see [`NodeError`]).
 //! - `node`: the node's `host:port`.
 //! - `reason`: `expired`, `gone`, `node_restarted`, `max_hold`, `shutdown` (see
@@ -75,6 +77,9 @@ pub const LEASES_LOST_TOTAL: &str = "redlock_leases_lost_total";
 pub const HANDOFF_WAKEUPS_TOTAL: &str = "redlock_handoff_wakeups_total";
 /// Counter, label `node`: yes votes that did not count (restart quarantine).
 pub const QUARANTINED_VOTES_TOTAL: &str = "redlock_quarantined_votes_total";
+/// Counter, label `node`: yes votes that did not count (not reported fsynced, see
+/// [`Durability::Fsync`](crate::Durability::Fsync)).
+pub const NOT_DURABLE_VOTES_TOTAL: &str = "redlock_not_durable_votes_total";
 /// Counter, label `node`: restarts seen (a new `run_id` on a new connection).
 pub const NODE_RESTARTS_TOTAL: &str = "redlock_node_restarts_total";
 /// Counter, labels `node` and `direction` (`forward`, `backward`): clock jumps seen by the
@@ -135,6 +140,11 @@ pub fn describe() {
         QUARANTINED_VOTES_TOTAL,
         Unit::Count,
         "Yes votes not counted because the node restarted less than the restart quarantine ago, by node."
+    );
+    describe_counter!(
+        NOT_DURABLE_VOTES_TOTAL,
+        Unit::Count,
+        "Yes votes not counted because the node did not report them fsynced to its append-only file, by node."
     );
     describe_counter!(
         NODE_RESTARTS_TOTAL,
@@ -220,6 +230,9 @@ pub(crate) fn node_error(node: &str, error: &NodeError) {
             NodeError::Backlog(_) => "backlog",
             NodeError::Quarantined { .. } => "quarantined",
             NodeError::ClockJumped { .. } => "clock_jumped",
+            NodeError::NotDurable { .. } => "not_durable",
+            NodeError::AofDisabled => "aof_disabled",
+            NodeError::NoWaitAof(_) => "no_waitaof",
         };
         ::metrics::counter!(NODE_ERRORS_TOTAL, "node" => node.to_owned(), "kind" => kind)
             .increment(1);
@@ -272,6 +285,14 @@ pub(crate) fn lease_lost(reason: LossReason) {
 pub(crate) fn quarantined_vote(node: &str) {
     #[cfg(feature = "metrics")]
     ::metrics::counter!(QUARANTINED_VOTES_TOTAL, "node" => node.to_owned()).increment(1);
+    #[cfg(not(feature = "metrics"))]
+    let _ = node;
+}
+
+/// A node's yes did not count: it was not reported fsynced (see `durable`).
+pub(crate) fn not_durable_vote(node: &str) {
+    #[cfg(feature = "metrics")]
+    ::metrics::counter!(NOT_DURABLE_VOTES_TOTAL, "node" => node.to_owned()).increment(1);
     #[cfg(not(feature = "metrics"))]
     let _ = node;
 }

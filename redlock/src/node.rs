@@ -57,6 +57,7 @@ use crate::clockwatch::{Sample, Step};
 use crate::config::Settings;
 use crate::conn::Conn;
 use crate::dialect::Dialect;
+use crate::durable::Durability;
 use crate::error::NodeError;
 use crate::quarantine::{Guards, Incarnation, Restarts, ServerInfo};
 
@@ -124,6 +125,10 @@ pub(crate) struct Link {
 
 /// In [`Node::set_ifeq`]: no connection known to take `SET … IFEQ`.
 const NO_SET_IFEQ: u64 = u64::MAX;
+
+/// Whether a yes reached the node's disk, when durable votes asked (see `durable`):
+/// `Ok` when it did, or when nobody asked.
+pub(crate) type Fsynced = Result<(), NodeError>;
 
 /// A node's connection, behind the order gate.
 #[derive(Default)]
@@ -269,20 +274,22 @@ impl Node {
     }
 
     /// A vote: like [`call_unbounded`](Self::call_unbounded), and a yes counts only if
-    /// `guards` let it (see [`counted`](Self::counted)); with the clock-jump guard on, a
-    /// `TIME` goes behind the request (see [`call_sampled`](Self::call_sampled)). A yes
-    /// carries the epoch of the server that gave it, for the lease to notice a later
-    /// restart or jump.
+    /// `guards` let it (see [`counted`](Self::counted)) and, with durable votes, once the
+    /// node fsynced it (see [`fsynced`](Self::fsynced)); with the clock-jump guard on, a
+    /// `TIME` goes behind the request, and with durable votes a `WAITAOF` (see
+    /// [`call_sampled`](Self::call_sampled)). A yes carries the epoch of the server that
+    /// gave it, for the lease to notice a later restart or jump.
     pub(crate) async fn vote<T, F, Fut>(
         &self,
         guards: Option<Guards>,
+        durability: Durability,
         f: F,
     ) -> (Result<Option<(T, u64)>, NodeError>, Duration)
     where
         F: FnOnce(Conn) -> Fut,
         Fut: Future<Output = RedisResult<Option<T>>>,
     {
-        self.vote_on(guards, |c, _| f(c)).await
+        self.vote_on(guards, durability, |c, _| f(c)).await
     }
 
     /// Like [`vote`](Self::vote), for a request that depends on what the connection's
@@ -290,15 +297,30 @@ impl Node {
     pub(crate) async fn vote_on<T, F, Fut>(
         &self,
         guards: Option<Guards>,
+        durability: Durability,
         f: F,
     ) -> (Result<Option<(T, u64)>, NodeError>, Duration)
     where
         F: FnOnce(Conn, Link) -> Fut,
         Fut: Future<Output = RedisResult<Option<T>>>,
     {
-        let (result, took) = self.sampled(guards, f).await;
-        let answer = result.map(|(v, epoch)| v.map(|v| (v, epoch)));
+        let (result, took) = self.sampled(guards, durability, f).await;
+        let answer = result.and_then(|(v, epoch, fsynced)| match v {
+            Some(v) => self.fsynced(fsynced).map(|()| Some((v, epoch))),
+            None => Ok(None),
+        });
         (self.counted(answer, guards), took)
+    }
+
+    /// A yes's `fsynced` verdict, counted in the metrics when it takes the yes away.
+    /// Only a yes is judged: a no left nothing that needs to be on disk.
+    pub(crate) fn fsynced(&self, fsynced: Fsynced) -> Result<(), NodeError> {
+        if let Err(e) = &fsynced {
+            tracing::debug!(node = %self.addr, error = %e, "node's yes is not durable: it does not count");
+            crate::metrics::not_durable_vote(&self.addr);
+            crate::metrics::node_error(&self.addr, e);
+        }
+        fsynced
     }
 
     /// A yes (with the epoch of the server that gave it) becomes
@@ -326,35 +348,43 @@ impl Node {
     /// Like [`call_in_epoch`](Self::call_in_epoch); with the clock-jump guard on in
     /// `guards`, a `TIME` is pipelined behind the request and the node's clock checked
     /// (see `clockwatch`). A `TIME` that fails or makes no sense fails the call: a yes
-    /// whose clock could not be read does not count.
+    /// whose clock could not be read does not count. With [`Durability::Fsync`], a
+    /// `WAITAOF` goes behind them, and its verdict is returned for the caller to judge
+    /// a yes by (see [`fsynced`](Self::fsynced)): only the caller knows what is a yes.
     pub(crate) async fn call_sampled<T, F, Fut>(
         &self,
         guards: Option<Guards>,
+        durability: Durability,
         f: F,
-    ) -> (Result<(T, u64), NodeError>, Duration)
+    ) -> (Result<(T, u64, Fsynced), NodeError>, Duration)
     where
         F: FnOnce(Conn) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
     {
-        self.sampled(guards, |c, _| f(c)).await
+        self.sampled(guards, durability, |c, _| f(c)).await
     }
 
     /// [`call_sampled`](Self::call_sampled), telling `f` its [`Link`].
     async fn sampled<T, F, Fut>(
         &self,
         guards: Option<Guards>,
+        durability: Durability,
         f: F,
-    ) -> (Result<(T, u64), NodeError>, Duration)
+    ) -> (Result<(T, u64, Fsynced), NodeError>, Duration)
     where
         F: FnOnce(Conn, Link) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
     {
+        let wait = durability.wait();
         let Some(allowance) = guards.and_then(|g| g.jumps) else {
-            let (result, took) = self.call_with(f, false).await;
-            return (result.map(|(v, epoch, _)| (v, epoch)), took);
+            let (result, took) = self.call_with(f, false, wait).await;
+            return (
+                result.map(|(v, epoch, _, fsynced)| (v, epoch, fsynced)),
+                took,
+            );
         };
-        let (result, took) = self.call_with(f, true).await;
-        let result = result.map(|(v, epoch, sample)| {
+        let (result, took) = self.call_with(f, true, wait).await;
+        let result = result.map(|(v, epoch, sample, fsynced)| {
             if let Some(sample) = sample {
                 match self
                     .incarnation
@@ -372,7 +402,7 @@ impl Node {
                     Step::First | Step::Steady => {}
                 }
             }
-            (v, epoch)
+            (v, epoch, fsynced)
         });
         (result, took)
     }
@@ -396,16 +426,21 @@ impl Node {
         F: FnOnce(Conn) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
     {
-        let (result, took) = self.call_with(|c, _| f(c), false).await;
-        (result.map(|(v, epoch, _)| (v, epoch)), took)
+        let (result, took) = self.call_with(|c, _| f(c), false, None).await;
+        (result.map(|(v, epoch, _, _)| (v, epoch)), took)
     }
 
-    /// Runs `f` in order, with a `TIME` behind it when `timed` (its sample returned).
+    /// Runs `f` in order, with a `TIME` behind it when `timed` (its sample returned), and
+    /// a `WAITAOF` behind both when `wait` is set (its verdict returned).
     async fn call_with<T, F, Fut>(
         &self,
         f: F,
         timed: bool,
-    ) -> (Result<(T, u64, Option<Sample>), NodeError>, Duration)
+        wait: Option<Duration>,
+    ) -> (
+        Result<(T, u64, Option<Sample>, Fsynced), NodeError>,
+        Duration,
+    )
     where
         F: FnOnce(Conn, Link) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
@@ -418,7 +453,7 @@ impl Node {
         // without taking a place in line — the gate, or the pipeline's channel — and a
         // later call would overtake this one (see "Calls reach the server in the order
         // they were made").
-        let result = match tokio::task::unconstrained(self.in_order(f, timed)).await {
+        let result = match tokio::task::unconstrained(self.in_order(f, timed, wait)).await {
             Err(e) => match self.same_as.get() {
                 Some(other) => Err(NodeError::SameServer(other.clone())),
                 None => Err(NodeError::from_redis(&e)),
@@ -541,8 +576,19 @@ impl Node {
 
     /// Runs `f`, its first request handed to the connection before any later call's (see
     /// the module docs); when `timed`, a `TIME` right behind it on the same connection,
-    /// read as a [`Sample`] of the server's clock taken after `f`'s command ran.
-    async fn in_order<T, F, Fut>(&self, f: F, timed: bool) -> RedisResult<(T, u64, Option<Sample>)>
+    /// read as a [`Sample`] of the server's clock taken after `f`'s command ran; when
+    /// `wait` is set, a `WAITAOF` behind that (see `durable`), judged as [`Fsynced`].
+    ///
+    /// The `WAITAOF` goes last: the server holds back what follows it on the connection
+    /// until the fsync, and the `TIME` must not wait for that (it would widen the clock
+    /// sample by the fsync). It still covers `f`'s write: `WAITAOF` waits for the last
+    /// write this connection made before it.
+    async fn in_order<T, F, Fut>(
+        &self,
+        f: F,
+        timed: bool,
+        wait: Option<Duration>,
+    ) -> RedisResult<(T, u64, Option<Sample>, Fsynced)>
     where
         F: FnOnce(Conn, Link) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
@@ -553,15 +599,25 @@ impl Node {
         let epoch = self.incarnation.sending(epoch);
         // Waited for in the gate, so calls keep their order when the limit is reached;
         // held until the reply, so the channel always has room for this request (and its
-        // `TIME`).
+        // `TIME` and `WAITAOF`).
+        let permits = match (timed, wait.is_some()) {
+            (false, false) => 1,
+            (true, false) | (false, true) => 2,
+            (true, true) => 3,
+        };
         let _in_flight = Arc::clone(&self.in_flight)
-            .acquire_many_owned(if timed { 2 } else { 1 })
+            .acquire_many_owned(permits)
             .await
             .map_err(|_| RedisError::from((redis::ErrorKind::Client, "node closed")))?;
         let sent = Instant::now();
         let mut clock = timed.then(|| {
             let mut c = conn.clone();
             Box::pin(async move { redis::cmd("TIME").query_async::<(u64, u64)>(&mut c).await })
+        });
+        let mut fsync = wait.map(|timeout| {
+            let mut c = conn.clone();
+            let cmd = crate::durable::waitaof(timeout);
+            Box::pin(async move { cmd.query_async::<redis::Value>(&mut c).await })
         });
         let link = Link {
             generation,
@@ -575,6 +631,11 @@ impl Node {
         // And one puts the `TIME` behind it, still inside the gate.
         let clock_first = match clock.as_mut() {
             Some(c) => Some(std::future::poll_fn(|cx| Poll::Ready(c.as_mut().poll(cx))).await),
+            None => None,
+        };
+        // And one the `WAITAOF` behind both.
+        let fsync_first = match fsync.as_mut() {
+            Some(w) => Some(std::future::poll_fn(|cx| Poll::Ready(w.as_mut().poll(cx))).await),
             None => None,
         };
         drop(gate);
@@ -598,16 +659,28 @@ impl Node {
             }
             (r, _, _) => r.map(|v| (v, None)),
         };
-        if let Err(e) = &result
-            && broken(e)
-        {
+        // Read only after a reply: a failed request has no yes to judge.
+        let mut fsync_broke = false;
+        let result = match (result, fsync, fsync_first) {
+            (Ok((v, sample)), Some(w), Some(first)) => {
+                let reply = match first {
+                    Poll::Ready(r) => r,
+                    Poll::Pending => w.await,
+                };
+                fsync_broke = reply.as_ref().is_err_and(broken);
+                let timeout = wait.unwrap_or_default();
+                Ok((v, sample, crate::durable::judge(reply, timeout)))
+            }
+            (r, _, _) => r.map(|(v, sample)| (v, sample, Ok(()))),
+        };
+        if fsync_broke || matches!(&result, Err(e) if broken(e)) {
             // Connect again on the next call, unless another call already has.
             let mut gate = self.conn.lock().await;
             if matches!(&*gate, Slot::Ready(g, _, _) if *g == generation) {
                 *gate = Slot::Empty;
             }
         }
-        result.map(|(v, sample)| (v, epoch, sample))
+        result.map(|(v, sample, fsynced)| (v, epoch, sample, fsynced))
     }
 
     /// Stops sending `SET … IFEQ` on `link`'s connection: its server refused the syntax
