@@ -72,6 +72,8 @@ pub struct Server {
     dir: PathBuf,
     /// The libfaketime timestamp file the server's clock reads, when it runs under it.
     clock: Option<PathBuf>,
+    /// Arguments after the defaults (a later one wins: `--appendonly yes`).
+    extra: Vec<String>,
     child: Option<Child>,
 }
 
@@ -82,6 +84,7 @@ impl Server {
         password: Option<&str>,
         dir: &PathBuf,
         clock: Option<&PathBuf>,
+        extra: &[String],
     ) -> std::io::Result<Child> {
         let mut cmd = Command::new(flavour.binary());
         if let Some(file) = clock {
@@ -107,6 +110,7 @@ impl Server {
         if let Some(p) = password {
             cmd.args(["--requirepass", p]);
         }
+        cmd.args(extra);
         cmd.spawn()
     }
 
@@ -122,6 +126,16 @@ impl Server {
         dir: PathBuf,
         clock: Option<PathBuf>,
     ) -> Server {
+        Self::start_full(flavour, password, dir, clock, Vec::new())
+    }
+
+    fn start_full(
+        flavour: Flavour,
+        password: Option<&str>,
+        dir: PathBuf,
+        clock: Option<PathBuf>,
+        extra: Vec<String>,
+    ) -> Server {
         if let Some(file) = &clock {
             assert!(
                 std::path::Path::new(FAKETIME_LIB).is_file(),
@@ -132,7 +146,8 @@ impl Server {
         let mut last = String::new();
         for _ in 0..10 {
             let port = free_port();
-            let mut child = match Self::spawn(flavour, port, password, &dir, clock.as_ref()) {
+            let mut child = match Self::spawn(flavour, port, password, &dir, clock.as_ref(), &extra)
+            {
                 Ok(c) => c,
                 Err(e) => panic!(
                     "cannot start {:?} ({}): {e}; install it with scripts/install-deps",
@@ -147,6 +162,7 @@ impl Server {
                     password: password.map(str::to_owned),
                     dir,
                     clock,
+                    extra,
                     child: Some(child),
                 };
             }
@@ -206,6 +222,7 @@ impl Server {
             self.password.as_deref(),
             &self.dir,
             self.clock.as_ref(),
+            &self.extra,
         )
         .expect("respawn");
         assert!(
@@ -280,6 +297,21 @@ impl Cluster {
                 let d = dir.path().join(format!("n{i}"));
                 std::fs::create_dir_all(&d).expect("node dir");
                 Server::start(flavour, password, d)
+            })
+            .collect();
+        Cluster { servers, _dir: dir }
+    }
+
+    /// N servers started with `args` after the defaults (`--appendonly yes` overrides the
+    /// default `no`: a later argument wins).
+    pub fn start_args(flavour: Flavour, n: usize, args: &[&str]) -> Cluster {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let servers = (0..n)
+            .map(|i| {
+                let d = dir.path().join(format!("n{i}"));
+                std::fs::create_dir_all(&d).expect("node dir");
+                let extra = args.iter().map(|a| (*a).to_owned()).collect();
+                Server::start_full(flavour, None, d, None, extra)
             })
             .collect();
         Cluster { servers, _dir: dir }
