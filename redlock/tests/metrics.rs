@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use fenced_redlock::metrics as m;
-use fenced_redlock::{LossReason, Redlock, RenewOptions};
+use fenced_redlock::{Durability, LossReason, Redlock, RenewOptions};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use support::{Cluster, Flavour};
 
@@ -260,6 +260,43 @@ async fn acquire_metrics_follow_a_contended_run_and_failing_nodes() {
     }
     assert!(seen.count(&refused) >= 1, "{:?}", seen.counters);
     redlock.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn durable_votes_refused_are_counted_per_node() {
+    let _serial = SERIAL.lock().await;
+    // `appendonly no`: every yes is refused as not durable.
+    let cluster = Cluster::start(Flavour::Valkey, 3);
+    let redlock = Redlock::builder(cluster.urls())
+        .ttl(Duration::from_secs(5))
+        .node_timeout(Duration::from_millis(300))
+        .durability(Durability::Fsync {
+            timeout: Duration::from_millis(100),
+        })
+        .build()
+        .expect("config");
+    let mut seen = Seen::begin();
+    redlock
+        .try_acquire("metrics:durable")
+        .await
+        .expect_err("no node fsyncs");
+    redlock.shutdown().await.expect("shut down");
+    seen.read();
+    let nodes: Vec<String> = cluster.servers.iter().map(|s| s.addr()).collect();
+    let refused: u64 = nodes
+        .iter()
+        .map(|n| {
+            let votes = seen.count(&format!("redlock_not_durable_votes_total{{node={n}}}"));
+            let errors = seen.count(&format!(
+                "redlock_node_errors_total{{kind=aof_disabled,node={n}}}"
+            ));
+            assert_eq!(votes, errors, "node {n}");
+            assert!(votes <= 1, "node {n}");
+            votes
+        })
+        .sum();
+    // The decision needs two refusals; the third node may answer after it.
+    assert!(refused >= 2, "{refused}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
