@@ -129,6 +129,55 @@ async fn a_fenced_acquire_waits_for_the_disk_in_both_rounds() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_extend_on_nodes_that_stopped_persisting_fails() {
+    let cluster = Cluster::start_args(Flavour::Valkey, 3, &ALWAYS);
+    let redlock = client(&cluster, FSYNC, false);
+    let mut lease = redlock
+        .try_acquire("durable-extend")
+        .await
+        .expect("granted");
+    block_in_place(|| {
+        for s in &cluster.servers {
+            let _: () = redis::cmd("CONFIG")
+                .arg("SET")
+                .arg("appendonly")
+                .arg("no")
+                .query(&mut s.admin())
+                .expect("CONFIG SET");
+        }
+    });
+    let err = lease.extend().await.expect_err("no extend is durable now");
+    for e in node_errors(&err) {
+        assert_eq!(e, NodeError::AofDisabled, "{err}");
+    }
+    lease.release_all().await;
+    redlock.shutdown().await.expect("shut down");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_clock_jump_guard_both_time_and_waitaof_go_behind_the_vote() {
+    let cluster = Cluster::start_args(Flavour::Valkey, 3, &ALWAYS);
+    let redlock = Redlock::builder(cluster.urls())
+        .ttl(Duration::from_secs(5))
+        .node_timeout(Duration::from_millis(300))
+        .clock_jump_guard(true)
+        .durability(FSYNC)
+        .build()
+        .expect("valid");
+    let times = || -> Vec<u64> {
+        block_in_place(|| cluster.servers.iter().map(|s| calls(s, "time")).collect())
+    };
+    let (time_before, aof_before) = (times(), waitaofs(&cluster));
+    let mut lease = redlock.try_acquire("durable-timed").await.expect("granted");
+    lease.extend().await.expect("extended");
+    settle().await;
+    assert_eq!(grew(&time_before, &times()), [2, 2, 2]);
+    assert_eq!(grew(&aof_before, &waitaofs(&cluster)), [2, 2, 2]);
+    lease.release_all().await;
+    redlock.shutdown().await.expect("shut down");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_with_appendonly_no_never_counts_and_says_what_to_change() {
     let cluster = Cluster::start(Flavour::Valkey, 3);
     let redlock = client(&cluster, FSYNC, false);
