@@ -39,6 +39,13 @@
 //! the restart quarantine decides whether its votes count yet (see `quarantine`); a
 //! `run_id` other than the last connection's is a restart. It also tells which commands
 //! the connection's server understands (see `dialect`).
+//!
+//! # What goes behind a vote
+//! A vote's request can have company in the gate, on the same connection and in this
+//! order: a `TIME` (the clock-jump guard, see `clockwatch`), then a `WAITAOF` (durable
+//! votes, see `durable`). Each is polled once inside the gate, right behind the request,
+//! and takes an in-flight permit of its own: no round trip is added, and nothing can come
+//! between them.
 
 use std::collections::HashMap;
 use std::future::Future;

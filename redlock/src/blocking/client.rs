@@ -89,6 +89,11 @@ impl Redlock {
         self.inner.fencing_enabled()
     }
 
+    /// When a node's yes counts; see [`crate::Builder::durability`].
+    pub fn durability(&self) -> crate::Durability {
+        self.inner.durability()
+    }
+
     /// The same client (connections, thread, background work) with another TTL; see
     /// [`crate::Redlock::with_ttl`].
     ///
