@@ -9,7 +9,7 @@ mod support;
 use std::time::Duration;
 
 use fenced_redlock::{ConfigError, Durability, LockError, NodeError, NodeFailureReason, Redlock};
-use support::{Cluster, Flavour, Server};
+use support::{Cluster, Flavour};
 use tokio::task::block_in_place;
 
 const FSYNC: Durability = Durability::Fsync {
@@ -19,27 +19,13 @@ const FSYNC: Durability = Durability::Fsync {
 /// Every write on disk before the server answers it.
 const ALWAYS: [&str; 4] = ["--appendonly", "yes", "--appendfsync", "always"];
 
-/// Calls of `cmdstat_<name>` the server has counted.
-fn calls(server: &Server, name: &str) -> u64 {
-    let stats: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query(&mut server.admin())
-        .expect("INFO");
-    let prefix = format!("cmdstat_{name}:calls=");
-    stats
-        .lines()
-        .find_map(|l| l.strip_prefix(prefix.as_str()))
-        .and_then(|rest| rest.split(',').next())
-        .map_or(0, |n| n.parse().expect("a count"))
-}
-
 /// `WAITAOF` calls on each server so far.
 fn waitaofs(cluster: &Cluster) -> Vec<u64> {
     block_in_place(|| {
         cluster
             .servers
             .iter()
-            .map(|s| calls(s, "waitaof"))
+            .map(|s| support::command_calls(s, "waitaof"))
             .collect()
     })
 }
@@ -165,7 +151,13 @@ async fn with_the_clock_jump_guard_both_time_and_waitaof_go_behind_the_vote() {
         .build()
         .expect("valid");
     let times = || -> Vec<u64> {
-        block_in_place(|| cluster.servers.iter().map(|s| calls(s, "time")).collect())
+        block_in_place(|| {
+            cluster
+                .servers
+                .iter()
+                .map(|s| support::command_calls(s, "time"))
+                .collect()
+        })
     };
     let (time_before, aof_before) = (times(), waitaofs(&cluster));
     let mut lease = redlock.try_acquire("durable-timed").await.expect("granted");
@@ -182,8 +174,13 @@ async fn a_node_with_appendonly_no_never_counts_and_says_what_to_change() {
     let cluster = Cluster::start(Flavour::Valkey, 3);
     let redlock = client(&cluster, FSYNC, false);
 
-    let sets_before: Vec<u64> =
-        block_in_place(|| cluster.servers.iter().map(|s| calls(s, "set")).collect());
+    let sets_before: Vec<u64> = block_in_place(|| {
+        cluster
+            .servers
+            .iter()
+            .map(|s| support::command_calls(s, "set"))
+            .collect()
+    });
     let err = redlock
         .try_acquire("durable-no-aof")
         .await
@@ -203,8 +200,13 @@ async fn a_node_with_appendonly_no_never_counts_and_says_what_to_change() {
     }
     // Every node ran the SET (its key is there until the clean-up) …
     settle().await;
-    let sets_after: Vec<u64> =
-        block_in_place(|| cluster.servers.iter().map(|s| calls(s, "set")).collect());
+    let sets_after: Vec<u64> = block_in_place(|| {
+        cluster
+            .servers
+            .iter()
+            .map(|s| support::command_calls(s, "set"))
+            .collect()
+    });
     assert_eq!(grew(&sets_before, &sets_after), [1, 1, 1]);
     // … and the clean-up deleted them.
     let left = block_in_place(|| cluster.wait_keys_gone(Duration::from_secs(1)));

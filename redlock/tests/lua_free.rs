@@ -12,22 +12,8 @@ use std::time::Duration;
 
 use fenced_redlock::{LockError, NodeError, NodeFailureReason, Redlock, ReleaseOutcome};
 use redis::Commands;
-use support::{Cluster, Flavour, Server};
+use support::{Cluster, Flavour};
 use tokio::task::block_in_place;
-
-/// Calls of `cmdstat_<name>` the server has counted.
-fn calls(server: &Server, name: &str) -> u64 {
-    let stats: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query(&mut server.admin())
-        .expect("INFO");
-    let prefix = format!("cmdstat_{name}:calls=");
-    stats
-        .lines()
-        .find_map(|l| l.strip_prefix(prefix.as_str()))
-        .and_then(|rest| rest.split(',').next())
-        .map_or(0, |n| n.parse().expect("a count"))
-}
 
 /// `SET` and script calls (`EVAL` + `EVALSHA`) on one server so far.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,8 +28,8 @@ fn counts(cluster: &Cluster) -> Vec<Counts> {
             .servers
             .iter()
             .map(|s| Counts {
-                set: calls(s, "set"),
-                scripts: calls(s, "eval") + calls(s, "evalsha"),
+                set: support::command_calls(s, "set"),
+                scripts: support::command_calls(s, "eval") + support::command_calls(s, "evalsha"),
             })
             .collect()
     })

@@ -77,6 +77,20 @@ pub struct Server {
     child: Option<Child>,
 }
 
+/// Calls of `cmdstat_<name>` (lower case) that `server` has counted (`INFO commandstats`).
+pub fn command_calls(server: &Server, name: &str) -> u64 {
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut server.admin())
+        .expect("INFO");
+    let prefix = format!("cmdstat_{name}:calls=");
+    stats
+        .lines()
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |n| n.parse().expect("a count"))
+}
+
 impl Server {
     fn spawn(
         flavour: Flavour,
