@@ -252,6 +252,11 @@ async fn read(
     Ok((found, probed))
 }
 
+/// The node a fault target names (`n2` → 2); `None` for a worker or anything else.
+fn node_of(target: &str) -> Option<usize> {
+    target.strip_prefix('n')?.parse().ok()
+}
+
 /// Slack around a fault window when telling stalls of a fault from stalls of the machine:
 /// the recorded start and end of a fault are when the nemesis applied and healed it.
 pub const FAULT_SLACK: Duration = Duration::from_millis(100);
@@ -266,11 +271,11 @@ pub fn outside_faults(stalls: &[Exempt], faults: &[FaultWindow]) -> Vec<Exempt> 
         .iter()
         .filter(|s| {
             !faults.iter().any(|f| {
-                let on_node = f.targets.iter().any(|t| {
-                    t.strip_prefix('n')
-                        .and_then(|n| n.parse::<usize>().ok())
-                        .is_some_and(|n| s.node.is_none_or(|sn| sn == n))
-                });
+                let on_node = f
+                    .targets
+                    .iter()
+                    .filter_map(|t| node_of(t))
+                    .any(|n| s.node.is_none_or(|sn| sn == n));
                 let from = f.start_ms.saturating_mul(1000).saturating_sub(slack);
                 let to = f
                     .end_ms
@@ -298,11 +303,8 @@ pub fn exemptions(faults: &[FaultWindow]) -> Vec<Exempt> {
             continue;
         };
         for t in &f.targets {
-            let node = match t.strip_prefix('n').map(str::parse::<usize>) {
-                Some(Ok(n)) => Some(n),
-                // A worker (or anything else): every node.
-                _ => None,
-            };
+            // A worker (or anything else): every node.
+            let node = node_of(t);
             out.push(Exempt {
                 node,
                 from_us,
