@@ -33,6 +33,7 @@ use tokio_util::sync::CancellationToken;
 use crate::error::NodeError;
 use crate::lease::{ReleaseOutcome, Wait, delete_everywhere};
 use crate::node::Node;
+use crate::room::Room;
 use crate::token::Token;
 
 /// The longest pause between two rounds.
@@ -70,6 +71,13 @@ impl Cleanup {
                 false,
                 self.deadline,
                 Wait::All,
+                // The first round follows the attempt's `SET`s: it may take the places kept
+                // for that. A later one is sent again, where the first may still wait.
+                if round == 1 {
+                    Room::Reserved
+                } else {
+                    Room::Shared
+                },
             )
             .await;
             nodes = nodes

@@ -767,7 +767,9 @@ impl Redlock {
     ///
     /// Nodes that refused the `SET NX` hold no key of ours and are skipped: under
     /// contention most votes are refusals, and deleting there would double the cost of
-    /// every failed attempt.
+    /// every failed attempt. So are nodes whose line was full: a
+    /// [`NodeError::Backlog`] vote was never sent, and its delete would take a place kept
+    /// for the deletes of votes that were (see `room`).
     ///
     /// The clean-up is tracked: [`shutdown`](Self::shutdown) waits for it.
     fn cleanup<T>(&self, mut guard: AttemptGuard, votes: &Tally<T>) {
@@ -777,7 +779,9 @@ impl Redlock {
             .nodes
             .iter()
             .zip(&votes.answers)
-            .filter(|(_, answer)| !matches!(answer, Some((Ok(None), _))))
+            .filter(|(_, answer)| {
+                !matches!(answer, Some((Ok(None) | Err(NodeError::Backlog(_)), _)))
+            })
             .map(|(node, _)| Arc::clone(node))
             .collect();
         if nodes.is_empty() {

@@ -30,7 +30,9 @@
 //! finds the line full is refused at once, before anything is sent: that node's call fails
 //! with [`NodeError::Backlog`](crate::NodeError::Backlog) (its vote is missing, the other
 //! nodes decide). It cannot wait for room: waiting would lose its place in line. The line
-//! drains when the server answers again, or empties when the connection breaks.
+//! drains when the server answers again, or empties when the connection breaks. The node
+//! lets most requests take only the first half of the line, keeping the rest for the
+//! deletes that follow our writes (see `room`).
 //!
 //! # Failure
 //! A read or write error, an end of stream or a reply that does not parse breaks the
@@ -147,8 +149,8 @@ impl Conn {
         }
     }
 
-    /// Requests waiting for replies (for tests; the `redis` crate does not say).
-    #[cfg(test)]
+    /// Requests waiting for replies, those nobody waits for any more included; `None` for
+    /// the `redis` crate's connection, which does not say.
     pub(crate) fn pending(&self) -> Option<usize> {
         match self {
             Conn::Lean(lean) => Some(lean.shared.line().waiting.len()),
@@ -310,12 +312,14 @@ impl Drop for BreakOnExit {
     }
 }
 
-/// The error a request gets when [`MAX_PENDING`] requests already wait.
-fn backlog() -> RedisError {
+/// The error a request gets when `waiting` requests already wait ([`MAX_PENDING`], or
+/// fewer when the request may not take the last places: see `room`). The detail starts
+/// with the number, which `NodeError::from_redis` reads back.
+pub(crate) fn backlog(waiting: usize) -> RedisError {
     redis::make_extension_error(
         BACKLOG_CODE.to_owned(),
         Some(format!(
-            "{MAX_PENDING} requests already wait for replies on this connection"
+            "{waiting} requests already wait for replies on this connection"
         )),
     )
 }
@@ -384,7 +388,7 @@ impl Lean {
             return Err(why.error());
         }
         if line.waiting.len() >= MAX_PENDING {
-            return Err(backlog());
+            return Err(backlog(MAX_PENDING));
         }
         cmd.write_packed_command(&mut line.out);
         line.waiting.push_back(reply);

@@ -157,7 +157,8 @@ pub enum NodeError {
     /// server stopped answering (stopped, swapping, busy in a long script), and callers
     /// that gave up left their requests in line, as their replies must still be read to
     /// keep later replies matched. This request was refused at once, without being sent
-    /// (waiting for room would cost it its place in line). The node takes requests again
+    /// (waiting for room would cost it its place in line). Votes and most other requests
+    /// are refused at half the line: the rest is kept for the deletes that follow them. The node takes requests again
     /// once the server answers what waits, or the connection breaks. Only the crate's own
     /// connection (`redis://` over TCP, RESP2) refuses so; on the `redis` crate's, a
     /// request waits for room until its deadline ([`NodeError::Timeout`]).
@@ -234,7 +235,12 @@ pub enum NodeError {
 impl NodeError {
     pub(crate) fn from_redis(err: &redis::RedisError) -> Self {
         if err.code() == Some(crate::conn::BACKLOG_CODE) {
-            return NodeError::Backlog(crate::conn::MAX_PENDING);
+            let waiting = err
+                .detail()
+                .and_then(|d| d.split_whitespace().next())
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(crate::conn::MAX_PENDING);
+            return NodeError::Backlog(waiting);
         }
         let text = err.to_string();
         if err.kind() == redis::ErrorKind::Parse {

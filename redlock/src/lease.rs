@@ -14,6 +14,7 @@ use crate::node::{NativeDelete, Node};
 use crate::notify;
 use crate::quorum::{self, Tally, Until};
 use crate::renew::{RenewOptions, RenewingLease};
+use crate::room::Room;
 use crate::script;
 use crate::token::Token;
 use crate::validity;
@@ -541,6 +542,7 @@ impl Lease {
             settings.notify,
             settings.node_timeout,
             wait,
+            Room::Reserved,
         )
         .instrument(span.clone())
         .await;
@@ -665,7 +667,8 @@ impl Drop for Lease {
         let settings = self.client.settings();
         let (announce, deadline) = (settings.notify, settings.node_timeout);
         shared.spawn(async move {
-            delete_everywhere(&nodes, &key, &token, announce, deadline, Wait::All).await;
+            let room = Room::Reserved;
+            delete_everywhere(&nodes, &key, &token, announce, deadline, Wait::All, room).await;
         });
     }
 }
@@ -679,9 +682,9 @@ pub(crate) enum Wait<'a> {
     Quorum(usize, &'a tokio_util::task::TaskTracker),
 }
 
-/// Compare-and-delete on every node, each up to its deadline, waiting as `wait` says. With
-/// `announce`, each node that deletes our key publishes the same release id to the key's
-/// waiters.
+/// Compare-and-delete on every node, each up to its deadline, waiting as `wait` says, in
+/// the places of each node's line `room` allows (see `room`). With `announce`, each node
+/// that deletes our key publishes the same release id to the key's waiters.
 pub(crate) async fn delete_everywhere(
     nodes: &[Arc<Node>],
     key: &Arc<str>,
@@ -689,6 +692,7 @@ pub(crate) async fn delete_everywhere(
     announce: bool,
     deadline: Duration,
     wait: Wait<'_>,
+    room: Room,
 ) -> ReleaseReport {
     let announce: Arc<(String, String)> = Arc::new(if announce {
         (notify::channel(key), notify::release_id())
@@ -709,7 +713,7 @@ pub(crate) async fn delete_everywhere(
         let (key, token, announce) = (Arc::clone(key), *token, Arc::clone(&announce));
         async move {
             let native = node.native_delete(deadline);
-            node.call_unbounded(|mut c| async move {
+            node.call_unbounded_in(room, |mut c| async move {
                 let (channel, release_id) = (&announce.0, &announce.1);
                 delete_one(&mut c, native, &key, &token, channel, release_id)
                     .await

@@ -185,6 +185,8 @@
 //!   connection and calls with a deadline (made from a URL or from your `redis::Client`,
 //!   see [`Redlock::builder_from_clients`]). `conn`: the connection itself — our own lean
 //!   pipelined one over plain TCP, the `redis` crate's otherwise. `token`: owner tokens.
+//! - `cleanup`: a failed or cancelled attempt's delete, asked again where a node did not
+//!   answer. `room`: the places in a stalled node's line kept for such deletes.
 //! - [`error`]: [`ConfigError`], [`LockError`], per-node failures.
 //! - `metrics`: the metric names (public with feature `metrics`, which emits them
 //!   through the `metrics` facade) and the outcome fields of the tracing spans.
@@ -233,6 +235,7 @@ mod quarantine;
 mod quorum;
 mod renew;
 pub mod retry;
+mod room;
 mod script;
 mod token;
 pub mod validity;

@@ -67,6 +67,7 @@ use crate::dialect::Dialect;
 use crate::durable::Durability;
 use crate::error::NodeError;
 use crate::quarantine::{Guards, Incarnation, Restarts, ServerInfo};
+use crate::room::Room;
 
 /// Whether a server has a native compare-and-delete, detected once per node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -276,8 +277,23 @@ impl Node {
         F: FnOnce(Conn) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
     {
-        let (result, took) = self.call_in_epoch(f).await;
-        (result.map(|(v, _)| v), took)
+        self.call_unbounded_in(Room::Shared, f).await
+    }
+
+    /// Like [`call_unbounded`](Self::call_unbounded), taking places in the connection's
+    /// line as `room` allows: [`Room::Reserved`] for a delete that follows a write of ours
+    /// on this node (see `room`).
+    pub(crate) async fn call_unbounded_in<T, F, Fut>(
+        &self,
+        room: Room,
+        f: F,
+    ) -> (Result<T, NodeError>, Duration)
+    where
+        F: FnOnce(Conn) -> Fut,
+        Fut: Future<Output = RedisResult<T>>,
+    {
+        let (result, took) = self.call_with(|c, _| f(c), room, false, None).await;
+        (result.map(|(v, _, _, _)| v), took)
     }
 
     /// A vote: like [`call_unbounded`](Self::call_unbounded), and a yes counts only if
@@ -384,13 +400,13 @@ impl Node {
     {
         let wait = durability.wait();
         let Some(allowance) = guards.and_then(|g| g.jumps) else {
-            let (result, took) = self.call_with(f, false, wait).await;
+            let (result, took) = self.call_with(f, Room::Shared, false, wait).await;
             return (
                 result.map(|(v, epoch, _, fsynced)| (v, epoch, fsynced)),
                 took,
             );
         };
-        let (result, took) = self.call_with(f, true, wait).await;
+        let (result, took) = self.call_with(f, Room::Shared, true, wait).await;
         let result = result.map(|(v, epoch, sample, fsynced)| {
             if let Some(sample) = sample {
                 match self
@@ -424,24 +440,13 @@ impl Node {
         self.incarnation.epoch()
     }
 
-    /// Like `call_unbounded`, with the epoch of the connection's server.
-    pub(crate) async fn call_in_epoch<T, F, Fut>(
-        &self,
-        f: F,
-    ) -> (Result<(T, u64), NodeError>, Duration)
-    where
-        F: FnOnce(Conn) -> Fut,
-        Fut: Future<Output = RedisResult<T>>,
-    {
-        let (result, took) = self.call_with(|c, _| f(c), false, None).await;
-        (result.map(|(v, epoch, _, _)| (v, epoch)), took)
-    }
-
     /// Runs `f` in order, with a `TIME` behind it when `timed` (its sample returned), and
-    /// a `WAITAOF` behind both when `wait` is set (its verdict returned).
+    /// a `WAITAOF` behind both when `wait` is set (its verdict returned); in the places of
+    /// the line `room` allows.
     async fn call_with<T, F, Fut>(
         &self,
         f: F,
+        room: Room,
         timed: bool,
         wait: Option<Duration>,
     ) -> (
@@ -460,7 +465,7 @@ impl Node {
         // without taking a place in line — the gate, or the pipeline's channel — and a
         // later call would overtake this one (see "Calls reach the server in the order
         // they were made").
-        let result = match tokio::task::unconstrained(self.in_order(f, timed, wait)).await {
+        let result = match tokio::task::unconstrained(self.in_order(f, room, timed, wait)).await {
             Err(e) => match self.same_as.get() {
                 Some(other) => Err(NodeError::SameServer(other.clone())),
                 None => Err(NodeError::from_redis(&e)),
@@ -593,6 +598,7 @@ impl Node {
     async fn in_order<T, F, Fut>(
         &self,
         f: F,
+        room: Room,
         timed: bool,
         wait: Option<Duration>,
     ) -> RedisResult<(T, u64, Option<Sample>, Fsynced)>
@@ -612,6 +618,13 @@ impl Node {
             (true, false) | (false, true) => 2,
             (true, true) => 3,
         };
+        // Refused before anything is sent, companions counted: a request that got in has
+        // room for all of them, so a `Backlog` always means "not sent" (the clean-up
+        // relies on it, see `room`).
+        let waiting = conn.pending();
+        if !room.admits(waiting, usize::try_from(permits).unwrap_or(usize::MAX)) {
+            return Err(crate::conn::backlog(waiting.unwrap_or_default()));
+        }
         let _in_flight = Arc::clone(&self.in_flight)
             .acquire_many_owned(permits)
             .await
