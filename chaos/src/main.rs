@@ -255,6 +255,11 @@ struct ReportArgs {
     /// Exit with the report's verdict code (0 pass, 1 fail, 2 unknown) instead of 0.
     #[arg(long)]
     exit_code: bool,
+    /// Also append a Markdown summary (one row per scenario; not-applicable ones shown as
+    /// such) to this file, e.g. "$GITHUB_STEP_SUMMARY"; `-` prints it on stdout instead of
+    /// the paths.
+    #[arg(long, value_name = "FILE")]
+    markdown: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -505,8 +510,25 @@ fn report(args: ReportArgs) -> ExitCode {
     use redlock_chaos::report::ReportError;
     match redlock_chaos::report::rerender(&args.dir) {
         Ok((report, paths)) => {
-            redlock_chaos::outln!("{}", paths.html.display());
-            redlock_chaos::outln!("{}", paths.junit.display());
+            let markdown = args
+                .markdown
+                .as_ref()
+                .map(|f| (f, redlock_chaos::report::render_markdown(&report)));
+            match markdown {
+                Some((f, md)) if f.as_os_str() == "-" => redlock_chaos::out!("{md}"),
+                other => {
+                    redlock_chaos::outln!("{}", paths.html.display());
+                    redlock_chaos::outln!("{}", paths.junit.display());
+                    if let Some((f, md)) = other
+                        && let Err(e) = append(f, &md)
+                    {
+                        return fail(&CommandError::usage(format!(
+                            "--markdown {}: {e}; give a file that can be appended to, or -",
+                            f.display()
+                        )));
+                    }
+                }
+            }
             let code = report.verdict.exit_code();
             if args.exit_code {
                 ExitCode::from(code)
@@ -523,6 +545,16 @@ fn report(args: ReportArgs) -> ExitCode {
         }
         Err(e) => fail(&CommandError::harness(e)),
     }
+}
+
+/// Appends `text` to `path`, creating it.
+fn append(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write as _;
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?
+        .write_all(text.as_bytes())
 }
 
 async fn up(args: UpArgs) -> Result<(), Box<dyn std::error::Error>> {

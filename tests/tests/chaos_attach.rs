@@ -187,6 +187,9 @@ fn a_local_stack_passes_one_scenario_per_verb_and_reports_what_it_cannot_do() {
     assert_eq!(junit.matches("<skipped").count(), 1, "{junit}");
     assert!(junit.contains("kill-minority/all"), "{junit}");
 
+    // The composite action's steps on the same stack, as GitHub runs them.
+    action_steps_show_not_applicable(&up, &blind);
+
     // Only not-applicable scenarios: nothing judged, the harness exit code.
     let (code, report, _) = up.run(
         &blind,
@@ -204,6 +207,121 @@ fn a_local_stack_passes_one_scenario_per_verb_and_reports_what_it_cannot_do() {
         "left running after chaos down: {:?}",
         processes_mentioning(&run_id)
     );
+}
+
+/// The workspace root (`scripts/`, `.github/`).
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// `scripts/chaos-action STEP` with `env`, the GitHub files pointed at `outputs` and
+/// `summary`: its exit code and stdout.
+fn action_step(step: &str, env: &[(&str, &Path)], outputs: &Path, summary: &Path) -> (i32, String) {
+    let mut cmd = Command::new(root().join("scripts/chaos-action"));
+    cmd.arg(step)
+        .env("CHAOS_BIN", chaos_bin())
+        .env("GITHUB_OUTPUT", outputs)
+        .env("GITHUB_STEP_SUMMARY", summary);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("scripts/chaos-action runs");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    println!("{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    (out.status.code().unwrap_or(-1), stdout)
+}
+
+/// The action (`.github/actions/chaos`) run step by step outside GitHub against a stack
+/// whose nodes have no control: the run passes, and the job summary shows the kill scenario
+/// as not applicable and counts it apart from the pass (the nightly's old summary counted
+/// skipped cases as passes).
+fn action_steps_show_not_applicable(up: &Up, stack: &Path) {
+    let outputs = up.dir.join("github-output");
+    let summary = up.dir.join("step-summary.md");
+    let report = up.dir.join("action-report");
+    let s = Path::new;
+    let (code, out) = action_step("build", &[], &outputs, &summary);
+    assert_eq!(code, 0, "{out}");
+    let (code, _) = action_step(
+        "run",
+        &[
+            ("CHAOS_STACK", stack),
+            ("CHAOS_SCENARIO", s("kill-minority,partition-minority")),
+            ("CHAOS_DURATION", s("6s")),
+            ("CHAOS_SEED", s("7")),
+            ("CHAOS_REPORT_DIR", &report),
+        ],
+        &outputs,
+        &summary,
+    );
+    assert_eq!(code, 0, "the run step never fails itself");
+    let written = std::fs::read_to_string(&outputs).expect("GITHUB_OUTPUT written");
+    assert!(written.contains("chaos_bin="), "{written}");
+    assert!(written.contains("exit_code=0\n"), "{written}");
+    let (code, _) = action_step(
+        "summary",
+        &[("CHAOS_REPORT_DIR", &report)],
+        &outputs,
+        &summary,
+    );
+    assert_eq!(code, 0);
+    let md = std::fs::read_to_string(&summary).expect("summary written");
+    assert!(
+        md.contains("| `kill-minority` | not applicable | not applicable: kill on node"),
+        "{md}"
+    );
+    assert!(md.contains("| `partition-minority` | pass |"), "{md}");
+    assert!(
+        md.contains("1 passed, 0 failed, 0 without a verdict (harness), 1 not applicable"),
+        "{md}"
+    );
+    let (code, out) = action_step(
+        "verdict",
+        &[("CHAOS_EXIT_CODE", s("0"))],
+        &outputs,
+        &summary,
+    );
+    assert_eq!(code, 0, "{out}");
+    let (code, out) = action_step(
+        "verdict",
+        &[("CHAOS_EXIT_CODE", s("1"))],
+        &outputs,
+        &summary,
+    );
+    assert_eq!(code, 1);
+    assert!(
+        out.contains("::error::a safety expectation failed"),
+        "{out}"
+    );
+}
+
+/// Every step of the action calls a step `scripts/chaos-action` has, with inputs it reads.
+#[test]
+fn the_action_calls_only_what_its_script_offers() {
+    let action = std::fs::read_to_string(root().join(".github/actions/chaos/action.yml"))
+        .expect("action.yml");
+    let script = std::fs::read_to_string(root().join("scripts/chaos-action")).expect("script");
+    let steps: Vec<&str> = action
+        .split("scripts/chaos-action\" ")
+        .skip(1)
+        .filter_map(|rest| rest.split(|c: char| !c.is_ascii_alphabetic()).next())
+        .collect();
+    assert_eq!(steps, ["build", "run", "summary", "verdict"], "{action}");
+    for step in steps {
+        assert!(
+            script.contains(&format!("\n  {step})")),
+            "no step {step} in the script"
+        );
+    }
+    for line in action.lines() {
+        let key = line.trim().split(':').next().unwrap_or_default();
+        if key.starts_with("CHAOS_") {
+            assert!(
+                script.contains(&format!("${{{key}")),
+                "the script never reads {key}"
+            );
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

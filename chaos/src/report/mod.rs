@@ -12,6 +12,8 @@
 //!   thinned by `downsample`, coloured by `palette`; all text through `escape`; the lost
 //!   updates and their culprits are a table (`culprits`).
 //! - [`junit`]: `junit.xml` for CI ([`render_junit`]).
+//! - [`markdown`]: a Markdown summary for CI pages ([`render_markdown`], `chaos report
+//!   --markdown`), not-applicable scenarios shown as such.
 //! - [`error`]: what can fail, as [`ReportError`].
 
 mod axis;
@@ -23,6 +25,7 @@ mod escape;
 pub mod html;
 pub mod junit;
 mod latency;
+pub mod markdown;
 pub mod meter;
 pub mod model;
 pub mod observer;
@@ -36,6 +39,7 @@ pub use error::ReportError;
 pub use escape::escape;
 pub use html::render_html;
 pub use junit::render_junit;
+pub use markdown::render_markdown;
 pub use model::{
     ChaosReport, CounterSample, Culprit, FaultWindow, FenceMark, GrantSpan, LatencySample,
     LostUpdate, ModeReport, ModeTimeline, Ms, Outcome, PauseSpan, RejectedWrite, ScenarioReport,
