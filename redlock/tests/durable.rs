@@ -9,7 +9,7 @@ mod support;
 use std::time::Duration;
 
 use fenced_redlock::{ConfigError, Durability, LockError, NodeError, NodeFailureReason, Redlock};
-use support::{Cluster, Flavour};
+use support::{Cluster, Flavour, GateProxy};
 use tokio::task::block_in_place;
 
 const FSYNC: Durability = Durability::Fsync {
@@ -18,6 +18,16 @@ const FSYNC: Durability = Durability::Fsync {
 
 /// Every write on disk before the server answers it.
 const ALWAYS: [&str; 4] = ["--appendonly", "yes", "--appendfsync", "always"];
+
+/// `CONFIG SET appendfsync <policy>` on `server`.
+fn set_appendfsync(server: &support::Server, policy: &str) {
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("appendfsync")
+        .arg(policy)
+        .query(&mut server.admin())
+        .expect("CONFIG SET appendfsync");
+}
 
 /// `WAITAOF` calls on each server so far.
 fn waitaofs(cluster: &Cluster) -> Vec<u64> {
@@ -28,6 +38,20 @@ fn waitaofs(cluster: &Cluster) -> Vec<u64> {
             .map(|s| support::command_calls(s, "waitaof"))
             .collect()
     })
+}
+
+/// Waits (up to 2 s) until each server counted `grown` more `WAITAOF`s than `before`: a
+/// blocked `WAITAOF` is counted when it answers.
+async fn wait_waitaofs(cluster: &Cluster, before: &[u64], grown: [u64; 3]) {
+    let until = tokio::time::Instant::now() + Duration::from_secs(2);
+    loop {
+        let now = grew(before, &waitaofs(cluster));
+        if now == grown || tokio::time::Instant::now() >= until {
+            assert_eq!(now, grown, "WAITAOFs per node");
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 /// A round returns at its quorum; the last node's requests may still be on their way.
@@ -211,6 +235,163 @@ async fn a_node_with_appendonly_no_never_counts_and_says_what_to_change() {
     // … and the clean-up deleted them.
     let left = block_in_place(|| cluster.wait_keys_gone(Duration::from_secs(1)));
     assert!(left.is_empty(), "keys left behind: {left:?}");
+    redlock.shutdown().await.expect("shut down");
+}
+
+/// What the tests below rest on: with `appendfsync no` Valkey never fsyncs the AOF itself
+/// (it leaves that to the kernel), so the offset `WAITAOF` compares against never moves
+/// past a write made after the switch, and `WAITAOF 1 0 <ms>` always runs out with
+/// `[0, 0]`. (With `everysec` it fsyncs within a second, often at once: a timing, not a
+/// lever.) Checked here on a connection of our own, so that a Valkey that changes this
+/// fails loudly instead of turning the tests below into ones about something else.
+fn assert_never_fsyncs(server: &support::Server) {
+    let mut c = server.admin();
+    let (_, fsynced): ((), Vec<i64>) = redis::pipe()
+        .cmd("SET")
+        .arg("premise")
+        .arg("x")
+        .cmd("WAITAOF")
+        .arg(1)
+        .arg(0)
+        .arg(50)
+        .query(&mut c)
+        .expect("SET, WAITAOF");
+    assert_eq!(
+        fsynced,
+        [0, 0],
+        "the premise broke: this Valkey fsyncs with appendfsync no"
+    );
+    let _: () = redis::cmd("DEL").arg("premise").query(&mut c).expect("DEL");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_yes_a_majority_cannot_fsync_is_not_durable_and_its_key_is_cleaned_up() {
+    // Node 0 fsyncs every write; nodes 1 and 2 never do.
+    let cluster = Cluster::start_args(
+        Flavour::Valkey,
+        3,
+        &["--appendonly", "yes", "--appendfsync", "no"],
+    );
+    block_in_place(|| {
+        set_appendfsync(&cluster.servers[0], "always");
+        for s in &cluster.servers[1..] {
+            assert_never_fsyncs(s);
+        }
+    });
+    let redlock = client(&cluster, FSYNC, false);
+    let sets_before: Vec<u64> = block_in_place(|| {
+        cluster
+            .servers
+            .iter()
+            .map(|s| support::command_calls(s, "set"))
+            .collect()
+    });
+
+    let err = redlock
+        .try_acquire("durable-unsynced")
+        .await
+        .expect_err("two of three yeses are not on disk: no quorum");
+    for i in [1, 2] {
+        assert_eq!(
+            cluster.reason_of(&err, i),
+            Some(NodeFailureReason::Error(NodeError::NotDurable {
+                timeout: Duration::from_millis(100)
+            })),
+            "node {i}: {err}"
+        );
+    }
+    // Node 0's yes was durable: not a failure (if it was in before the decision).
+    assert!(
+        !matches!(
+            cluster.reason_of(&err, 0),
+            Some(NodeFailureReason::Error(_))
+        ),
+        "{err}"
+    );
+
+    // Every node set the key: the votes were yeses, only not on disk …
+    settle().await;
+    let sets_after: Vec<u64> = block_in_place(|| {
+        cluster
+            .servers
+            .iter()
+            .map(|s| support::command_calls(s, "set"))
+            .collect()
+    });
+    assert_eq!(grew(&sets_before, &sets_after), [1, 1, 1]);
+    // … and the clean-up deleted them all, the durable one too.
+    let left = block_in_place(|| cluster.wait_gone("durable-unsynced", Duration::from_secs(1)));
+    assert!(left.is_empty(), "still held on {left:?}");
+    redlock.shutdown().await.expect("shut down");
+}
+
+/// The fence write's source, as `EVAL` carries it on the wire (see `script.rs`).
+const FENCE_WRITE_TEXT: &[u8] = b"local ahead = tonumber(ARGV[2]) <= current";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fence_write_that_is_not_on_disk_fails_the_acquire_though_the_first_round_was() {
+    // Every node fsyncs the first round's SET (`always`); then, with the fence writes held
+    // back in front of the nodes, every node stops fsyncing (`no`) before they arrive.
+    let cluster = Cluster::start_args(Flavour::Valkey, 3, &ALWAYS);
+    let mut gates = Vec::new();
+    for s in &cluster.servers {
+        gates.push(GateProxy::start(s.port, FENCE_WRITE_TEXT).await);
+    }
+    // A deadline far above the hold, so a slow machine fails the fence writes with
+    // `NotDurable` after the 100 ms wait, never with a timeout.
+    let redlock = Redlock::builder(gates.iter().map(GateProxy::url))
+        .ttl(Duration::from_secs(20))
+        .node_timeout(Duration::from_secs(5))
+        .fencing(true)
+        .durability(FSYNC)
+        .build()
+        .expect("valid");
+    let aof_before = waitaofs(&cluster);
+
+    let acquire = tokio::spawn({
+        let redlock = redlock.clone();
+        async move { redlock.try_acquire("durable-fence").await }
+    });
+    let held = async {
+        for gate in &gates {
+            gate.held().await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(4), held)
+        .await
+        .expect("every node's fence write reaches its gate (has the script's text changed?)");
+    // The first round is over on every node: its SET is on disk, and counted.
+    wait_waitaofs(&cluster, &aof_before, [1, 1, 1]).await;
+    block_in_place(|| {
+        for s in &cluster.servers {
+            set_appendfsync(s, "no");
+            assert_never_fsyncs(s);
+        }
+    });
+    // The premise's own `WAITAOF`s are counted too.
+    let aof_switched = waitaofs(&cluster);
+    for gate in &gates {
+        gate.open();
+    }
+
+    let err = acquire
+        .await
+        .expect("joined")
+        .expect_err("no fence write is on disk: no quorum");
+    let errors = node_errors(&err);
+    for e in &errors {
+        assert_eq!(
+            e,
+            &NodeError::NotDurable {
+                timeout: Duration::from_millis(100)
+            },
+            "{err}"
+        );
+    }
+    // Each fence write had its WAITAOF behind it.
+    wait_waitaofs(&cluster, &aof_switched, [1, 1, 1]).await;
+    let left = block_in_place(|| cluster.wait_gone("durable-fence", Duration::from_secs(1)));
+    assert!(left.is_empty(), "still held on {left:?}");
     redlock.shutdown().await.expect("shut down");
 }
 

@@ -429,8 +429,11 @@ impl Cluster {
     }
 }
 
+mod gate;
 mod proxy;
-// Not every test binary that includes the support module uses the proxy.
+// Not every test binary that includes the support module uses the proxies.
+#[allow(unused_imports)]
+pub use gate::GateProxy;
 #[allow(unused_imports)]
 pub use proxy::StrandingProxy;
 
