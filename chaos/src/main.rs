@@ -329,7 +329,8 @@ struct BenchArgs {
     /// Server implementation of the 5 local primaries.
     #[arg(long, value_enum, default_value_t = Flavour::Valkey)]
     flavour: Flavour,
-    /// AOF fsync policy of the nodes during the run (5 nodes share one disk here).
+    /// AOF fsync policy of the nodes during the run (5 nodes share one disk here). The
+    /// durable case sets `always`, then `everysec`, and puts this one back.
     #[arg(long, value_enum, default_value_t = redlock_chaos::bench::AppendFsync::Everysec)]
     appendfsync: redlock_chaos::bench::AppendFsync,
     /// Rounds of every case; rows report the median of the per-round values and their

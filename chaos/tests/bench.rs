@@ -85,12 +85,20 @@ fn quick_bench_writes_a_complete_report() {
     }
     // Ours has per-node deadlines, so a frozen node never stops it.
     assert!(samples("frozen-node/acquire", "ours") > 0);
+    // Durable votes at both fsync policies, beside the memory votes they are compared to.
+    for case in ["durable/always", "durable/everysec"] {
+        for client in ["ours-fenced", "ours-durable"] {
+            assert!(samples(case, client) > 0, "{case} / {client}: no samples");
+        }
+    }
     let ratios = report["ratios"].as_object().expect("ratios");
     for name in [
         "healthy_p50_ours_over_floor",
         "slow_acquire_p50_over_healthy",
         "frozen_acquire_p99_over_node_timeout",
         "handoff_p50_ms",
+        "durable_always_p50_over_fenced",
+        "durable_everysec_p50_over_fenced",
     ] {
         assert!(
             ratios[name]["value"].is_number(),

@@ -2,7 +2,7 @@
 //!
 //! | adapter | what it is | how it waits |
 //! |---|---|---|
-//! | [`Ours`] | `fenced-redlock`, fencing off or on, or fenced with the clock-jump guard | release notifications (PUBLISH) + jittered 50 ms poll |
+//! | [`Ours`] | `fenced-redlock`, fencing off or on, fenced with the clock-jump guard, or fenced with durable votes | release notifications (PUBLISH) + jittered 50 ms poll |
 //! | `Rslock` (feature `peers`) | `rslock` 0.10: parallel `join_all`, waits for **every** node | 3 tries, sleep U(0, 200 ms), forever |
 //! | `Sequential` (feature `peers`) | `redlock` 2.0: one node after the other, a new TCP connection per command, blocking | 3 tries, sleep U(0, 200 ms) |
 //! | [`Floor`] | one node, `SET NX PX` + Lua compare-and-delete, same `redis` 1.x stack | — (not in the waiting cases) |
@@ -15,7 +15,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use fenced_redlock::{Lease, Redlock};
+use fenced_redlock::{Durability, Lease, Redlock};
 use redis::aio::MultiplexedConnection;
 
 use super::BenchError;
@@ -88,6 +88,21 @@ fn not_acquired(client: &'static str, detail: impl std::fmt::Display) -> BenchEr
     }
 }
 
+/// How long `ours-durable` lets a node take to fsync a yes. A node at `appendfsync
+/// everysec` that waits for its once-a-second fsync makes a vote wait up to a second, then
+/// for the `fdatasync` itself on a disk the five nodes share: 1.5 s covers both, where a
+/// tighter wait would turn slow votes into `NotDurable` failures and the case would count
+/// errors instead of timing them. (Valkey 8.1.8 does not wait: at `everysec` it reports a
+/// write fsynced once it is in the file, at the next turn of its event loop — `strace`
+/// shows the acknowledgements with no `fdatasync` before them — so its `durable/everysec`
+/// row times the `WAITAOF`, not a fsync.)
+pub const DURABLE_FSYNC_TIMEOUT: Duration = Duration::from_millis(1500);
+
+/// `ours-durable`'s node deadline: the fsync wait must fit below it (`build()` refuses it
+/// otherwise), with room for the request and reply around it. Below the bench's 10 s TTL,
+/// which leaves most of it as validity after two rounds of a second each.
+pub const DURABLE_NODE_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// `fenced-redlock`.
 #[derive(Debug, Clone)]
 pub struct Ours {
@@ -114,6 +129,22 @@ impl Ours {
                 .fencing(true)
                 .clock_jump_guard(true),
             "ours-jump-guard",
+        )
+    }
+
+    /// Ours with fencing and durable votes (`ours-durable`): a `WAITAOF` behind the
+    /// acquire and the fence write on every node, and a yes that counts only once fsynced.
+    /// What that costs depends on the nodes' `appendfsync` (the `durable` case runs both).
+    pub fn durable(urls: &[String], ttl: Duration) -> Result<Self, BenchError> {
+        Self::build(
+            Redlock::builder(urls)
+                .ttl(ttl)
+                .fencing(true)
+                .node_timeout(DURABLE_NODE_TIMEOUT)
+                .durability(Durability::Fsync {
+                    timeout: DURABLE_FSYNC_TIMEOUT,
+                }),
+            "ours-durable",
         )
     }
 

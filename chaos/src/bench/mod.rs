@@ -6,12 +6,13 @@
 //! - this file: [`BenchConfig`]/[`Plan`] (sample counts, `--quick`), [`run`] (bring up 5
 //!   local primaries, put node 4 behind an in-process proxy for the slow-node case, run
 //!   the cases, tear everything down), the report types and the [`ratios`].
-//! - [`clients`]: one adapter per client behind [`clients::LockClient`] — ours unfenced
-//!   and fenced, `rslock` 0.10, `redlock` 2.0 (sequential, blocking, on `spawn_blocking`),
-//!   and the floor (one node, `SET NX PX` + Lua compare-and-delete). The two peers sit
+//! - [`clients`]: one adapter per client behind [`clients::LockClient`] — ours unfenced,
+//!   fenced, and fenced with the clock-jump guard or with durable votes, `rslock` 0.10,
+//!   `redlock` 2.0 (sequential, blocking, on `spawn_blocking`), and the floor (one node,
+//!   `SET NX PX` + Lua compare-and-delete). The two peers sit
 //!   behind the `peers` feature, off by default: rslock's only tokio feature pulls rustls.
-//! - [`cases`]: healthy, slow node, frozen node, hand-off, throughput, and the hook for
-//!   timing `chaos fencing-table` end to end.
+//! - [`cases`]: healthy (also the durable case's loop), slow node, frozen node, hand-off,
+//!   throughput, and the hook for timing `chaos fencing-table` end to end.
 //! - [`ceiling`]: `redis-benchmark` for the same command mix, and why one lock op costs a
 //!   `SET` + an `EVAL` on every node, so the ceiling is the per-node pair rate.
 //! - [`stats`]: p50/p99 from HDR histograms, and the crate's one percentile.
@@ -28,9 +29,16 @@
 //! 4. **hand-off** — holder releases at `t`, a waiter acquires at `t′`; `t′ − t`.
 //! 5. **throughput** — 64 tasks × 64 resources for 10 s (`--quick`: 2 s), then the
 //!    `redis-benchmark` ceiling on the same nodes.
-//! 6. **frozen-node/acquire** — node 4 SIGSTOPped; always thawed afterwards, also on error
+//! 6. **durable/always** and **durable/everysec** — acquire+release like healthy, for
+//!    `ours-fenced` and `ours-durable` (fenced, a yes counts once fsynced), with every
+//!    node switched to that `appendfsync` and back to the run's policy afterwards, also on
+//!    error or panic. A case of its own: a node at `everysec` that waits for its
+//!    once-a-second fsync makes a durable vote take up to a second, which would swamp every
+//!    other case; its lanes stop at [`Plan::durable_budget`]. (Valkey 8.1.8 does not wait:
+//!    see [`clients::DURABLE_FSYNC_TIMEOUT`].)
+//! 7. **frozen-node/acquire** — node 4 SIGSTOPped; always thawed afterwards, also on error
 //!    or panic. Last, so hung peer connections cannot disturb the other cases.
-//! 7. **fencing-table** — the whole `chaos fencing-table` on these nodes, timed (full: 45
+//! 8. **fencing-table** — the whole `chaos fencing-table` on these nodes, timed (full: 45
 //!    runs of 10,000 sections at once; `--quick`: 9 runs of 1,000).
 //!
 //! # Where the time goes (perf, 2026-12-01)
@@ -68,7 +76,7 @@
 //!   throughput ours/rslock 0.92, 0.95 → 0.99, 1.00 (the servers take most of the machine),
 //!   fenced `cpu/op` −24 %; `docs/measurements/transport-2026-12-01.txt`.
 //!
-//! `--repeat K` (default 3, 1 with `--quick`) runs cases 1–6 K times on the same nodes;
+//! `--repeat K` (default 3, 1 with `--quick`) runs cases 1–7 K times on the same nodes;
 //! every row is the median of its K per-round values, with the p50 and ops/s ranges beside
 //! it, so "within noise" is a number. `--case NAME,…` runs a subset. Progress goes to
 //! stderr through [`Meter`]: a bar on a terminal, otherwise a line every 10 s (cases done
@@ -191,6 +199,14 @@ pub struct Plan {
     pub acquire_only: usize,
     /// Frozen-node samples.
     pub frozen: usize,
+    /// Durable-case samples per lane and fsync policy.
+    pub durable: usize,
+    /// Measuring time after which a durable-case lane stops: at `appendfsync everysec` a
+    /// durable sample can wait up to a second per round, so this bounds the case.
+    pub durable_budget: Duration,
+    /// Cap on one durable-case sample: two rounds of up to
+    /// [`clients::DURABLE_NODE_TIMEOUT`] each, then the release.
+    pub durable_cap: Duration,
     /// Hand-off samples, and warm-up hand-offs before them.
     pub handoff: usize,
     /// Unmeasured hand-offs first (our waiters subscribe on the first wait).
@@ -219,6 +235,9 @@ impl Plan {
             acquire_only: 1000,
             lane_budget: Duration::from_secs(12),
             frozen: 50,
+            durable: 100,
+            durable_budget: Duration::from_secs(5),
+            durable_cap: Duration::from_secs(6),
             handoff: 60,
             handoff_warmup: 3,
             throughput: Duration::from_secs(10),
@@ -237,6 +256,8 @@ impl Plan {
             acquire_only: 100,
             lane_budget: Duration::from_secs(3),
             frozen: 8,
+            durable: 20,
+            durable_budget: Duration::from_secs(3),
             handoff: 12,
             handoff_warmup: 2,
             throughput: Duration::from_secs(2),
@@ -289,6 +310,9 @@ pub enum Case {
     HandOff,
     /// 64 tasks × 64 resources, and the `redis-benchmark` ceiling.
     Throughput,
+    /// Acquire+release, fenced, with and without durable votes, at `appendfsync always`
+    /// and `everysec`.
+    Durable,
     /// Acquire with one node frozen.
     FrozenNode,
     /// `chaos fencing-table`, timed end to end (once, after the rounds).
@@ -297,12 +321,13 @@ pub enum Case {
 
 impl Case {
     /// Every case, in run order.
-    pub const ALL: [Case; 7] = [
+    pub const ALL: [Case; 8] = [
         Case::Healthy,
         Case::SlowNode,
         Case::Acquire,
         Case::HandOff,
         Case::Throughput,
+        Case::Durable,
         Case::FrozenNode,
         Case::FencingTable,
     ];
@@ -795,6 +820,19 @@ async fn cases_on(
         progress.done();
     }
 
+    if on(Case::Durable) {
+        progress.case("durable votes (appendfsync always, then everysec)");
+        if !notes.iter().any(|n| n.starts_with("durable:")) {
+            notes.push(format!(
+                "durable: ours-durable waits up to {:?} for each vote's fsync (WAITAOF), within a {:?} node deadline",
+                clients::DURABLE_FSYNC_TIMEOUT,
+                clients::DURABLE_NODE_TIMEOUT
+            ));
+        }
+        rows.extend(durable_case(cluster, urls, config).await?);
+        progress.done();
+    }
+
     if on(Case::FrozenNode) {
         progress.case("frozen node");
         let frozen_clients: Vec<Client> = direct
@@ -868,6 +906,63 @@ async fn frozen_case(
     match measured {
         Ok(rows) => Ok(rows),
         Err(_) => Err(BenchError::Panicked("frozen-node case".into())),
+    }
+}
+
+/// Fenced acquire+release with memory votes and with durable ones, lanes taking turns,
+/// once with the nodes at `appendfsync always` and once at `everysec`; the run's policy is
+/// put back afterwards, also after an error or a panic.
+async fn durable_case(
+    cluster: &LocalCluster,
+    urls: &[String],
+    config: &BenchConfig,
+) -> Result<Vec<Row>, BenchError> {
+    let plan = Plan {
+        cap: config.plan.durable_cap,
+        lane_budget: config.plan.durable_budget,
+        ..config.plan.clone()
+    };
+    let clients: Vec<Client> = vec![
+        Arc::new(Ours::new(urls, plan.ttl, true)?),
+        Arc::new(Ours::durable(urls, plan.ttl)?),
+    ];
+    let admin: Vec<String> = (0..NODES)
+        .map(|i| cluster.admin_url(NodeId(i)))
+        .collect::<Result<_, _>>()?;
+    let measured = AssertUnwindSafe(async {
+        let mut rows = Vec::new();
+        for policy in [AppendFsync::Always, AppendFsync::Everysec] {
+            for url in &admin {
+                set_appendfsync(url, policy).await?;
+            }
+            let case = format!("durable/{}", policy.as_str());
+            let mut lanes: Vec<Lane> = clients.iter().map(|c| Lane::new(&case, c)).collect();
+            // Each warm-up cycle of a durable lane at `everysec` takes about a second; one
+            // opens the connections, and the `always` round before has warmed the rest.
+            let warmup = match policy {
+                AppendFsync::Always => plan.warmup.min(5),
+                AppendFsync::Everysec => 1,
+            };
+            cases::latency(&mut lanes, plan.durable, warmup, &plan).await;
+            rows.extend(lanes.iter().map(Lane::row));
+        }
+        Ok::<_, BenchError>(rows)
+    })
+    .catch_unwind()
+    .await;
+    let mut restored = Ok(());
+    for url in &admin {
+        if let Err(e) = set_appendfsync(url, config.appendfsync).await {
+            restored = restored.and(Err(e));
+        }
+    }
+    match measured {
+        Ok(rows) => {
+            let rows = rows?;
+            restored?;
+            Ok(rows)
+        }
+        Err(_) => Err(BenchError::Panicked("durable case".into())),
     }
 }
 
@@ -979,6 +1074,22 @@ pub fn ratios(rows: &[Row], node_timeout: Duration) -> BTreeMap<String, Ratio> {
                 .into(),
         },
     );
+    for policy in [AppendFsync::Always, AppendFsync::Everysec] {
+        let case = format!("durable/{}", policy.as_str());
+        m.insert(
+            format!("durable_{}_p50_over_fenced", policy.as_str()),
+            // A cost, reported: no target to pass or miss.
+            Ratio {
+                value: div(p50(&case, "ours-durable"), p50(&case, "ours-fenced")),
+                target: "reported".into(),
+                pass: None,
+                meaning: format!(
+                    "acquire+release p50 at appendfsync {}, fenced with durable votes / fenced",
+                    policy.as_str()
+                ),
+            },
+        );
+    }
     m.insert(
         "slow_node_p50_over_healthy".into(),
         ratio(
