@@ -478,8 +478,10 @@ impl Builder {
     /// the node deadline (`build()` refuses it otherwise). With `appendfsync always` the
     /// write is on disk when the server answers, and a few milliseconds suffice; with
     /// `appendfsync everysec` a vote waits up to about a second, so both the timeout and
-    /// the node deadline must be that long. `WAITAOF` also holds back later requests on
-    /// that connection until it answers. Releases are not waited for: a lost delete
+    /// the node deadline must be that long. Run the nodes with `appendfsync always`: at
+    /// `everysec` Valkey 8.1.8 answers `WAITAOF` before the fsync (docs/lock.md, "Durable
+    /// votes"). `WAITAOF` also holds back later requests on that connection until it
+    /// answers. Releases are not waited for: a lost delete
     /// leaves a key that expires with its TTL.
     ///
     /// ```

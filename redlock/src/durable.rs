@@ -24,6 +24,12 @@
 //!   wait is short. With `appendfsync everysec` a vote waits up to about a second: the
 //!   node deadline (and the durability timeout below it) must be that long, which slows
 //!   every attempt against a slow disk and eats validity.
+//! - **Use `appendfsync always`.** At `everysec`, Valkey 8.1.8 answers `WAITAOF` with the
+//!   local fsync done before it is: on a tick of its event loop soon after (100 ms apart),
+//!   with no `fdatasync` in between (`strace`, and 20 `SET` + `WAITAOF`s 100 ms apart all
+//!   answered `[1, 0]` in 8-151 ms, 2026-12-04). A yes counted so is in the AOF file,
+//!   not on disk, and a machine crash can still take it back. The client cannot tell such
+//!   an answer from a true one.
 //! - `WAITAOF` blocks the connection on the server: later requests of this client to that
 //!   node queue behind it until it answers. With `appendfsync always` that is a disk
 //!   flush; with `everysec` it can be the full timeout.
