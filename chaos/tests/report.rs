@@ -269,3 +269,49 @@ fn load_round_trips_and_chaos_report_rerenders() {
     assert_eq!(st.status.code(), Some(64));
     assert!(String::from_utf8_lossy(&st.stderr).contains("report.json"));
 }
+
+/// What failed comes before the charts; the checks that passed fold away (a real scenario
+/// has 20 or more), and the wide summary table scrolls inside its card.
+#[test]
+fn met_checks_fold_away_and_the_table_scrolls_in_its_card() {
+    let mut run = report_fixture::report(1, 300);
+    run.scenarios[0].verdict.reasons = vec![
+        "ok: none: 0 exclusion violations (want 0)".into(),
+        "FAILED: checked: 2 exclusion violations (want 0)".into(),
+        "ok: checked: lost 0 (want 0)".into(),
+        "reported: none: lost 0".into(),
+    ];
+    let doc = Html::parse_document(&report::render_html(&run));
+    let card = doc
+        .select(&sel("section.scenario"))
+        .next()
+        .expect("a scenario card");
+    let shown: Vec<String> = card
+        .select(&sel("section.scenario > ul.reasons > li"))
+        .map(|li| li.text().collect())
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            "FAILED: checked: 2 exclusion violations (want 0)",
+            "reported: none: lost 0"
+        ]
+    );
+    let folded: Vec<String> = card
+        .select(&sel("details.met li"))
+        .map(|li| li.text().collect())
+        .collect();
+    assert_eq!(
+        folded,
+        [
+            "ok: none: 0 exclusion violations (want 0)",
+            "ok: checked: lost 0 (want 0)"
+        ]
+    );
+    let summary: String = card
+        .select(&sel("details.met > summary"))
+        .flat_map(|s| s.text())
+        .collect();
+    assert_eq!(summary, "2 checks met");
+    assert_eq!(card.select(&sel("div.table > table.summary")).count(), 1);
+}

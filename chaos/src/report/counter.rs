@@ -4,7 +4,7 @@
 
 use super::axis::{self, AXIS_H, LEFT, RIGHT, WIDTH};
 use super::downsample::m4;
-use super::model::ScenarioReport;
+use super::model::{CounterSample, ScenarioReport};
 use super::palette;
 use super::svg::{Linear, N, PathData, Svg, nice_ticks};
 
@@ -15,6 +15,13 @@ const GAP: f64 = 14.0;
 const LOST_H: f64 = 56.0;
 /// Lines keep first/min/max/last per this many pixels: a lost-increment dip stays visible.
 const COLUMN_PX: f64 = 2.0;
+
+/// Completed sections the counter does not hold. Never below 0: a sample may read a write
+/// that committed before its section's completion reached the rig (the sampler counts
+/// completions first, see `run::play`), which is not an increment gained.
+fn lost_so_far(c: &CounterSample) -> i64 {
+    c.expected.saturating_sub(c.value).max(0)
+}
 
 /// The counter SVG of one scenario.
 pub(crate) fn render(s: &ScenarioReport) -> String {
@@ -48,7 +55,7 @@ pub(crate) fn render(s: &ScenarioReport) -> String {
         .timeline
         .values()
         .flat_map(|t| t.counter.iter())
-        .map(|c| c.expected.saturating_sub(c.value))
+        .map(lost_so_far)
         .max()
         .unwrap_or(0)
         .max(1) as f64;
@@ -88,12 +95,7 @@ pub(crate) fn render(s: &ScenarioReport) -> String {
         let color = palette::mode_color(mode);
         let lost: Vec<(f64, f64)> = samples
             .iter()
-            .map(|c| {
-                (
-                    x.map(c.at_ms.as_ms()),
-                    c.expected.saturating_sub(c.value) as f64,
-                )
-            })
+            .map(|c| (x.map(c.at_ms.as_ms()), lost_so_far(c) as f64))
             .collect();
         let mut d = PathData::default();
         for (i, (px, v)) in m4(&lost, COLUMN_PX).into_iter().enumerate() {
@@ -153,4 +155,22 @@ pub(crate) fn render(s: &ScenarioReport) -> String {
         );
     }
     svg.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::model::Ms;
+
+    #[test]
+    fn a_write_seen_before_its_completion_is_no_loss_and_no_gain() {
+        let c = |value, expected| CounterSample {
+            at_ms: Ms::from_duration(std::time::Duration::ZERO),
+            value,
+            expected,
+        };
+        assert_eq!(lost_so_far(&c(10, 10)), 0);
+        assert_eq!(lost_so_far(&c(11, 10)), 0);
+        assert_eq!(lost_so_far(&c(7, 10)), 3);
+    }
 }

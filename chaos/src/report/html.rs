@@ -37,7 +37,8 @@ td.bad{background:#ffebe9;color:#82071e;font-weight:700}
 .legend span{display:inline-flex;align-items:center;gap:5px}
 .sw{display:inline-block;width:14px;height:10px;border-radius:2px}
 .sw.line{height:3px} .sw.dash{height:0;border-top:2px dashed}
-.chart{overflow-x:auto}
+.chart,.table{overflow-x:auto}
+details.met{margin:4px 0 0;color:var(--muted)} details.met summary{cursor:pointer}
 svg{display:block;font:11px system-ui,-apple-system,"Segoe UI",Roboto,Arial,sans-serif}
 svg .grid{stroke:#eaeef2;stroke-width:1} svg .baseline{stroke:#8c959f}
 svg .tick{fill:var(--muted);font-size:10px} svg .note{fill:var(--muted);font-size:11px}
@@ -139,10 +140,26 @@ fn scenario(out: &mut String, i: usize, s: &ScenarioReport) {
             format!(" · clients: {}", escape(&s.clients))
         },
     );
-    for r in &s.verdict.reasons {
+    // What failed and what was measured come first; the checks that passed (20 or more per
+    // scenario) fold away, so the charts are not pushed below the fold.
+    let (met, rest): (Vec<&String>, Vec<&String>) =
+        s.verdict.reasons.iter().partition(|r| r.starts_with("ok:"));
+    for r in rest {
         let _ = write!(out, "<li>{}</li>", escape(r));
     }
-    out.push_str("</ul><h3>Timeline</h3>");
+    out.push_str("</ul>");
+    if !met.is_empty() {
+        let _ = write!(
+            out,
+            "<details class=\"met\"><summary>{} checks met</summary><ul class=\"reasons\">",
+            met.len()
+        );
+        for r in met {
+            let _ = write!(out, "<li>{}</li>", escape(r));
+        }
+        out.push_str("</ul></details>");
+    }
+    out.push_str("<h3>Timeline</h3>");
     timeline_legend(out);
     let _ = write!(out, "<div class=\"chart\">{}</div>", timeline::render(s));
     let modes = palette::ordered_modes(s.modes.keys().chain(s.timeline.keys()));
@@ -212,7 +229,7 @@ fn ms(us: u64) -> String {
 
 fn summary_table(out: &mut String, s: &ScenarioReport, modes: &[&str]) {
     out.push_str(
-        "<table class=\"summary\"><thead><tr><th>mode</th><th>sections</th><th>lost</th>\
+        "<div class=\"table\"><table class=\"summary\"><thead><tr><th>mode</th><th>sections</th><th>lost</th>\
          <th>lost %</th><th>stale writes</th><th>rejected</th><th>abandoned</th>\
          <th>violations</th><th>token regressions</th><th>pauses</th><th>acquires</th>\
          <th>failed</th><th>errors</th><th>p50</th><th>p99</th><th>stalls</th>\
@@ -273,5 +290,5 @@ fn summary_table(out: &mut String, s: &ScenarioReport, modes: &[&str]) {
             bad(recovery.late > 0),
         );
     }
-    out.push_str("</tbody></table>");
+    out.push_str("</tbody></table></div>");
 }

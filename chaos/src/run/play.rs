@@ -270,10 +270,17 @@ pub(crate) async fn play(
             _ = sampler.tick() => {
                 let at = clock.offset(Instant::now());
                 for (m, row) in rows.iter().enumerate() {
+                    // Completed sections counted before the value is read: each one's write
+                    // committed before its completion was recorded, so the value read
+                    // after holds all of them, and a run that lost nothing never shows a
+                    // loss (read after, a section completing during the read did).
+                    let Some(expected) = lock(&records).get(m).map(ModeRecord::sections) else {
+                        continue;
+                    };
                     if let Ok(Some(State { value, .. })) = Ledger.read(&env.admin, *row).await
                         && let Some(r) = lock(&records).get_mut(m)
                     {
-                        r.sample(at, value);
+                        r.sample(at, value, expected);
                     }
                 }
                 samples += 1;

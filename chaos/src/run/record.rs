@@ -117,12 +117,13 @@ impl ModeRecord {
         self.failures.push(message);
     }
 
-    /// A counter sample.
-    pub fn sample(&mut self, at: Duration, value: i64) {
+    /// A counter sample: the counter's `value`, read after `expected` sections had
+    /// completed.
+    pub fn sample(&mut self, at: Duration, value: i64, expected: u64) {
         self.timeline.counter.push(CounterSample {
             at_ms: Ms::from_duration(at),
             value,
-            expected: i64::try_from(self.sections).unwrap_or(i64::MAX),
+            expected: i64::try_from(expected).unwrap_or(i64::MAX),
         });
     }
 
