@@ -29,15 +29,20 @@ fn set_appendfsync(server: &support::Server, policy: &str) {
         .expect("CONFIG SET appendfsync");
 }
 
-/// `WAITAOF` calls on each server so far.
-fn waitaofs(cluster: &Cluster) -> Vec<u64> {
+/// Calls of `command` on each server so far.
+fn calls(cluster: &Cluster, command: &str) -> Vec<u64> {
     block_in_place(|| {
         cluster
             .servers
             .iter()
-            .map(|s| support::command_calls(s, "waitaof"))
+            .map(|s| support::command_calls(s, command))
             .collect()
     })
+}
+
+/// `WAITAOF` calls on each server so far.
+fn waitaofs(cluster: &Cluster) -> Vec<u64> {
+    calls(cluster, "waitaof")
 }
 
 /// Waits (up to 2 s) until each server counted `grown` more `WAITAOF`s than `before`: a
@@ -174,15 +179,7 @@ async fn with_the_clock_jump_guard_both_time_and_waitaof_go_behind_the_vote() {
         .durability(FSYNC)
         .build()
         .expect("valid");
-    let times = || -> Vec<u64> {
-        block_in_place(|| {
-            cluster
-                .servers
-                .iter()
-                .map(|s| support::command_calls(s, "time"))
-                .collect()
-        })
-    };
+    let times = || calls(&cluster, "time");
     let (time_before, aof_before) = (times(), waitaofs(&cluster));
     let mut lease = redlock.try_acquire("durable-timed").await.expect("granted");
     lease.extend().await.expect("extended");
@@ -198,13 +195,7 @@ async fn a_node_with_appendonly_no_never_counts_and_says_what_to_change() {
     let cluster = Cluster::start(Flavour::Valkey, 3);
     let redlock = client(&cluster, FSYNC, false);
 
-    let sets_before: Vec<u64> = block_in_place(|| {
-        cluster
-            .servers
-            .iter()
-            .map(|s| support::command_calls(s, "set"))
-            .collect()
-    });
+    let sets_before = calls(&cluster, "set");
     let err = redlock
         .try_acquire("durable-no-aof")
         .await
@@ -224,13 +215,7 @@ async fn a_node_with_appendonly_no_never_counts_and_says_what_to_change() {
     }
     // Every node ran the SET (its key is there until the clean-up) …
     settle().await;
-    let sets_after: Vec<u64> = block_in_place(|| {
-        cluster
-            .servers
-            .iter()
-            .map(|s| support::command_calls(s, "set"))
-            .collect()
-    });
+    let sets_after = calls(&cluster, "set");
     assert_eq!(grew(&sets_before, &sets_after), [1, 1, 1]);
     // … and the clean-up deleted them.
     let left = block_in_place(|| cluster.wait_keys_gone(Duration::from_secs(1)));
@@ -279,13 +264,7 @@ async fn a_yes_a_majority_cannot_fsync_is_not_durable_and_its_key_is_cleaned_up(
         }
     });
     let redlock = client(&cluster, FSYNC, false);
-    let sets_before: Vec<u64> = block_in_place(|| {
-        cluster
-            .servers
-            .iter()
-            .map(|s| support::command_calls(s, "set"))
-            .collect()
-    });
+    let sets_before = calls(&cluster, "set");
 
     let err = redlock
         .try_acquire("durable-unsynced")
@@ -311,13 +290,7 @@ async fn a_yes_a_majority_cannot_fsync_is_not_durable_and_its_key_is_cleaned_up(
 
     // Every node set the key: the votes were yeses, only not on disk …
     settle().await;
-    let sets_after: Vec<u64> = block_in_place(|| {
-        cluster
-            .servers
-            .iter()
-            .map(|s| support::command_calls(s, "set"))
-            .collect()
-    });
+    let sets_after = calls(&cluster, "set");
     assert_eq!(grew(&sets_before, &sets_after), [1, 1, 1]);
     // … and the clean-up deleted them all, the durable one too.
     let left = block_in_place(|| cluster.wait_gone("durable-unsynced", Duration::from_secs(1)));
