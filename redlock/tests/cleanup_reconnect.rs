@@ -10,7 +10,7 @@ mod support;
 use std::time::Duration;
 
 use fenced_redlock::Redlock;
-use support::{Cluster, Flavour, StrandingProxy};
+use support::{Cluster, Flavour, StrandingProxy, warm_client};
 
 /// One node behind a proxy, frozen, with a client whose attempt's `SET` sits unread in the
 /// frozen server's socket when the proxy closes every connection (the attempt fails at
@@ -19,18 +19,7 @@ use support::{Cluster, Flavour, StrandingProxy};
 async fn strand_an_attempt(ttl: Duration) -> (Cluster, StrandingProxy, Redlock) {
     let cluster = Cluster::start(Flavour::Valkey, 1);
     let proxy = StrandingProxy::start(cluster.servers[0].port).await;
-    let client = Redlock::builder(vec![proxy.url()])
-        .ttl(ttl)
-        .node_timeout(Duration::from_millis(20))
-        .build()
-        .expect("valid");
-    // Connected and warm.
-    client
-        .try_acquire("warm")
-        .await
-        .expect("free")
-        .release()
-        .await;
+    let client = warm_client(vec![proxy.url()], ttl).await;
     assert!(cluster.wait_keys_gone(Duration::from_secs(1)).is_empty());
 
     cluster.servers[0].freeze();

@@ -8,9 +8,8 @@ mod support;
 
 use std::time::Duration;
 
-use fenced_redlock::Redlock;
 use redis::Commands;
-use support::{Cluster, Flavour};
+use support::{Cluster, Flavour, warm_client};
 use tokio::task::block_in_place;
 use tokio::time::Instant;
 
@@ -26,19 +25,7 @@ async fn attempts_that_fill_a_frozen_nodes_line_leave_no_key_when_it_thaws() {
     let ttl = Duration::from_secs(2);
     let mut clients = Vec::new();
     for i in 0..CLIENTS {
-        let client = Redlock::builder(cluster.urls())
-            .ttl(ttl)
-            .node_timeout(Duration::from_millis(20))
-            .build()
-            .expect("valid");
-        // Connected and warm.
-        client
-            .try_acquire("warm")
-            .await
-            .expect("free")
-            .release()
-            .await;
-        clients.push((format!("r{i}"), client));
+        clients.push((format!("r{i}"), warm_client(cluster.urls(), ttl).await));
     }
     assert!(block_in_place(|| cluster.wait_keys_gone(Duration::from_secs(1))).is_empty());
     // Another owner holds every resource on n1 and n2: every attempt fails at once, and

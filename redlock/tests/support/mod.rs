@@ -437,6 +437,23 @@ pub use gate::GateProxy;
 #[allow(unused_imports)]
 pub use proxy::StrandingProxy;
 
+/// A client of `urls` with `ttl` and the chaos rig's 20 ms node deadline, connected and
+/// warm (one acquire and release of `warm`, so later calls find their connections made).
+pub async fn warm_client(urls: Vec<String>, ttl: std::time::Duration) -> fenced_redlock::Redlock {
+    let client = fenced_redlock::Redlock::builder(urls)
+        .ttl(ttl)
+        .node_timeout(std::time::Duration::from_millis(20))
+        .build()
+        .expect("valid");
+    client
+        .try_acquire("warm")
+        .await
+        .expect("free")
+        .release()
+        .await;
+    client
+}
+
 /// Tries to take `resource` with `client` until it succeeds or `within` has passed.
 pub async fn taken_by(
     client: &fenced_redlock::Redlock,
