@@ -283,11 +283,12 @@ fn quorum(nodes: usize) -> usize {
 /// their validity, and the margins' distribution.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TruthSummary {
-    /// Grants whose keys were read.
+    /// Reads of a grant's keys: one right after each grant, one after a renewed
+    /// section's `extend_for`.
     pub read: u64,
     /// Of those, how many could not be bounded (a node that did not answer decides).
     pub inconclusive: u64,
-    /// Grants whose `valid_until` lay past the latest moment a quorum held their keys.
+    /// Reads whose claimed `valid_until` lay past the latest moment a quorum held the keys.
     pub overstated: u64,
     /// Smallest margin (`bound − valid_until`), µs; `None` without a conclusive read.
     pub margin_min_us: Option<i64>,

@@ -187,6 +187,15 @@ pub enum WorkerEvent {
         /// When it was resumed.
         at_us: u64,
     },
+    /// What the servers said of a held lease's keys after an extend, against the validity
+    /// the lock claimed right after it (an extend that shortened the keys and failed must
+    /// not leave the old validity standing).
+    Truth {
+        /// The servers' answers.
+        truth: GrantTruth,
+        /// The validity the lease claimed when the read started.
+        valid_until_us: u64,
+    },
     /// One operation of the history.
     Op(Op),
     /// The worker reached its end cleanly.
@@ -307,11 +316,19 @@ pub async fn run_worker(
                 } else {
                     spec.work
                 };
-                // Half or twice the TTL first in two renewed sections of three.
-                let renewal = spec.renewed.then(|| match rng.random_range(0..3) {
-                    0 => None,
-                    1 => Some(spec.ttl / 2),
-                    _ => Some(spec.ttl.saturating_mul(2)),
+                // Half or twice the TTL in two renewed sections of three, asked for after up
+                // to half the TTL of work: an extend right after the grant meets the quorum
+                // that just answered and practically never fails, while one a little later
+                // may meet a fault that began since (and a failed shortening extend is
+                // where a lock can keep a validity its keys no longer have).
+                let renewal = spec.renewed.then(|| {
+                    let ttl = match rng.random_range(0..3) {
+                        0 => return None,
+                        1 => spec.ttl / 2,
+                        _ => spec.ttl.saturating_mul(2),
+                    };
+                    let after = spec.ttl.mul_f64(rng.random_range(0.0..=0.5));
+                    Some(ExtendFor { ttl, after })
                 });
                 let held = Held {
                     spec,
@@ -366,9 +383,16 @@ struct Held<'a> {
     pause_self: &'a (dyn Fn() + Sync),
     /// Reads the grant's keys on the servers beside the section, before the release.
     truth: Option<&'a mut TruthReader>,
-    /// Renew the lease through the section (our lock), after an `extend_for` of this TTL
-    /// when there is one.
-    renewal: Option<Option<Duration>>,
+    /// Renew the lease through the section (our lock), after an `extend_for` when there
+    /// is one.
+    renewal: Option<Option<ExtendFor>>,
+}
+
+/// A renewed section's `extend_for`: its TTL, asked for this long after the grant.
+#[derive(Debug, Clone, Copy)]
+struct ExtendFor {
+    ttl: Duration,
+    after: Duration,
 }
 
 impl Held<'_> {
@@ -396,8 +420,8 @@ impl Held<'_> {
         emit: &mut impl FnMut(WorkerEvent),
     ) -> Result<(), String> {
         let lease = match (self.renewal, lease) {
-            (Some(extend_first), Lease::Ours(l)) => {
-                return self.run_renewed(l, extend_first, emit).await;
+            (Some(extend), Lease::Ours(l)) => {
+                return self.run_renewed(l, extend, emit).await;
             }
             (_, lease) => lease,
         };
@@ -442,21 +466,22 @@ impl Held<'_> {
         outcome.map(drop)
     }
 
-    /// A renewed section of our lock: an `extend_for(extend_first)` when drawn, then
-    /// `auto_renew` through the section; the holder's check before its write asks the
+    /// A renewed section of our lock: an `extend_for` when drawn (after a little work),
+    /// then `auto_renew` through the section; the holder's check before its write asks the
     /// renewer. The holding window ends at the validity the holder knew last; while the
     /// renewer still says held, that validity is read against the servers before the
     /// release — a renewer that believes in keys the servers no longer keep is caught.
     async fn run_renewed(
         mut self,
         mut lease: fenced_redlock::Lease,
-        extend_first: Option<Duration>,
+        extend: Option<ExtendFor>,
         emit: &mut impl FnMut(WorkerEvent),
     ) -> Result<(), String> {
         let fence = lease.fence().map(|f| f.get());
         let granted_at = lease.granted_at();
         let (key, token) = (lease.key().to_owned(), lease.owner_token().to_owned());
-        if let Some(ttl) = extend_first {
+        if let Some(ExtendFor { ttl, after }) = extend {
+            tokio::time::sleep_until(granted_at + after).await;
             let invoke = Instant::now();
             let outcome = match lease.extend_for(ttl).await {
                 Ok(_) => OpOutcome::Ok,
@@ -466,6 +491,20 @@ impl Held<'_> {
                 }
             };
             emit(WorkerEvent::Op(self.op(OpKind::Extend, outcome, invoke)));
+            // Whatever the outcome, the validity the lease claims now must not outlast a
+            // quorum of its keys: a failed extend may have shortened them.
+            let claimed = lease.valid_until();
+            if let Some(reader) = self.truth.as_deref_mut()
+                && Instant::now() < claimed
+            {
+                let truth = reader
+                    .read(key.as_bytes(), token.as_bytes(), self.clock)
+                    .await;
+                emit(WorkerEvent::Truth {
+                    truth,
+                    valid_until_us: self.clock.us(claimed),
+                });
+            }
         }
         let valid_until = lease.valid_until();
         let renewing = lease.auto_renew(RenewOptions::default());

@@ -72,7 +72,8 @@ pub struct ModeRecord {
     failures: Vec<String>,
     indeterminate: u64,
     history: Vec<Op>,
-    /// Server truth of each read grant, with its `valid_until`.
+    /// Server truth of each read grant, and of each renewed lease after its extend, with
+    /// the validity the lock claimed.
     truths: Vec<(GrantTruth, u64)>,
     /// Renewed grants whose renewer cut an announced validity.
     validity_cuts: u64,
@@ -208,6 +209,10 @@ impl ModeRecord {
                     p.to_ms = Some(Ms(at_us));
                 }
             }
+            WorkerEvent::Truth {
+                truth,
+                valid_until_us,
+            } => self.truths.push((truth, valid_until_us)),
             WorkerEvent::Op(op) => self.history.push(op),
             WorkerEvent::Done { .. } => self.done += 1,
             WorkerEvent::Failed { worker, message } => {
@@ -415,6 +420,28 @@ mod tests {
                 .validity_cuts,
             2
         );
+    }
+
+    #[test]
+    fn a_read_after_an_extend_is_judged_like_a_grant_read() {
+        let mut r = ModeRecord::default();
+        // The grant's own read keeps 50 µs of margin; after a failed shortening extend the
+        // lease still claims 900 µs while a quorum of its keys is gone at 400.
+        r.push(grant(0, 0, 10, GrantOutcome::Accepted));
+        r.push(WorkerEvent::Truth {
+            truth: GrantTruth {
+                end_bound_us: Some(400),
+                holders: 3,
+                unknown: 0,
+                reads: Vec::new(),
+            },
+            valid_until_us: 900,
+        });
+        let t = r
+            .finish("ours", None, &ClockRates::default())
+            .report
+            .server_truth;
+        assert_eq!((t.read, t.overstated, t.margin_min_us), (2, 1, Some(-500)));
     }
 
     #[test]

@@ -187,7 +187,7 @@ fn exclusive_and_growing(
         name,
         t.overstated == 0,
         format!(
-            "{name}: {} grants whose validity outlasted a quorum of their keys by the servers' clocks (want 0; {})",
+            "{name}: {} reads (after a grant or an extend) whose claimed validity outlasted a quorum of the keys by the servers' clocks (want 0; {})",
             t.overstated,
             t.describe()
         ),
@@ -672,7 +672,7 @@ mod tests {
             assert_eq!(v.failed_modes, ["claim_first"]);
             assert!(
                 v.reasons.iter().any(|r| r
-                    .starts_with("FAILED: claim_first: 2 grants whose validity outlasted")
+                    .starts_with("FAILED: claim_first: 2 reads (after a grant or an extend) whose claimed validity outlasted")
                     && r.contains("margin min -6.0 ms")),
                 "{:?}",
                 v.reasons

@@ -38,7 +38,8 @@ pub enum Work {
     /// validity writes after its keys expired, and is caught.
     ToValidity,
     /// 2-5 × the TTL under `auto_renew` (our lock; others cannot renew and lose the lease
-    /// mid-section), first extended to half or twice the TTL in two sections of three: the
+    /// mid-section), extended to half or twice the TTL within half a TTL of the grant in two
+    /// sections of three (the validity claimed after it is read against the servers): the
     /// holder checks the renewer's status before its write, and each grant's last known
     /// validity is read against the servers before the release.
     Renewed,

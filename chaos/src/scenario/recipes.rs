@@ -183,7 +183,7 @@ pub fn builtins() -> Vec<Scenario> {
             work: Work::Renewed,
             ..scenario(
                 "renewal",
-                "sections of 2-5 × TTL under auto_renew (extend_for half or twice the TTL first); one minority fault after another, connection faults included",
+                "sections of 2-5 × TTL under auto_renew (extend_for half or twice the TTL, asked within half a TTL of the grant); one minority fault after another, connection faults included",
                 LockHolds,
                 recipe(
                     &[
