@@ -3,7 +3,7 @@
 //! - [`Lane`]: one (case, client) row; lanes of a case take turns ([`ROUNDS`]) and stop at
 //!   `max_timeouts` or their time budget.
 //! - [`latency`]: acquire+release in a loop on one resource, no contention (healthy, slow
-//!   node).
+//!   node, durable, transport); a lane can also take the process's CPU per operation.
 //! - [`acquire_only`]: acquire only (healthy, slow node, frozen node). Each sample runs in its
 //!   own task that reports the acquire time at once and then releases, so a release that
 //!   waits for the faulty node does not slow or idle the next sample; a sample still
@@ -56,6 +56,7 @@ pub struct Lane {
     spent: Duration,
     stopped: bool,
     next: usize,
+    cpu: bool,
 }
 
 enum Outcome {
@@ -75,7 +76,16 @@ impl Lane {
             spent: Duration::ZERO,
             stopped: false,
             next: 0,
+            cpu: false,
         }
+    }
+
+    /// Also take this process's CPU time per operation in [`latency`]. Only where nothing
+    /// else in the process works while the lane runs — not in the slow-node case, whose
+    /// proxy runs in this process and would be billed to the client.
+    pub fn with_cpu(mut self) -> Lane {
+        self.cpu = true;
+        self
     }
 
     /// The finished row.
@@ -130,7 +140,9 @@ impl Lane {
 /// Acquire+release on one resource per lane, no contention: `warmup` unmeasured cycles per
 /// lane, then up to `samples` measured ones in [`ROUNDS`] turns, each capped at
 /// `plan.cap`. A blocking client cut at the cap keeps its thread until the server answers
-/// (nothing is frozen in the cases that use this).
+/// (nothing is frozen in the cases that use this). A lane made [`Lane::with_cpu`] adds
+/// this process's CPU time over each of its turns (one `getrusage` before and after a
+/// turn, not per sample), so its row has a CPU time per operation as throughput rows do.
 pub async fn latency(lanes: &mut [Lane], samples: usize, warmup: usize, plan: &Plan) {
     for lane in lanes.iter_mut() {
         let resource = lane.resource(false);
@@ -143,6 +155,11 @@ pub async fn latency(lanes: &mut [Lane], samples: usize, warmup: usize, plan: &P
     let per_round = samples.div_ceil(ROUNDS);
     for _ in 0..ROUNDS {
         for lane in lanes.iter_mut() {
+            let cpu_before = if lane.cpu {
+                super::stats::process_cpu()
+            } else {
+                None
+            };
             for _ in 0..per_round {
                 if lane.stopped || lane.samples.len() >= samples {
                     break;
@@ -160,6 +177,9 @@ pub async fn latency(lanes: &mut [Lane], samples: usize, warmup: usize, plan: &P
                     Err(_) => Outcome::TimedOut,
                 };
                 lane.record(outcome, t0.elapsed(), plan);
+            }
+            if let (Some(before), Some(after)) = (cpu_before, super::stats::process_cpu()) {
+                *lane.samples.cpu.get_or_insert(Duration::ZERO) += after.saturating_sub(before);
             }
         }
     }
@@ -288,15 +308,16 @@ pub async fn handoff(holders: &[Client], waiters: &[Client], plan: &Plan) -> Vec
     rows
 }
 
-/// `plan.tasks` tasks, task `j` on resource `j`, acquire+release until the time is up.
-pub async fn throughput(clients: &[Client], plan: &Plan) -> Vec<Row> {
+/// `plan.tasks` tasks, task `j` on resource `j`, acquire+release until the time is up; the
+/// rows are named `case` (`throughput`, `transport/throughput`).
+pub async fn throughput(case: &str, clients: &[Client], plan: &Plan) -> Vec<Row> {
     // Clients take turns in ROUNDS slices of the duration, like the latency lanes: one
     // long stretch per client would hand whoever ran during a quiet minute the win.
     let slice = plan.throughput / ROUNDS as u32;
     let mut acc: Vec<(Samples, Option<String>)> = vec![(Samples::default(), None); clients.len()];
     for _ in 0..ROUNDS {
         for (c, (all, note)) in clients.iter().zip(acc.iter_mut()) {
-            throughput_slice(c, slice, plan, all, note).await;
+            throughput_slice(case, c, slice, plan, all, note).await;
         }
     }
     clients
@@ -309,13 +330,14 @@ pub async fn throughput(clients: &[Client], plan: &Plan) -> Vec<Row> {
                     None => format!("{} failed cycles", all.errors),
                 });
             }
-            Row::from_samples("throughput", c.name(), &all, note)
+            Row::from_samples(case, c.name(), &all, note)
         })
         .collect()
 }
 
 /// `plan.tasks` tasks on as many resources for `slice`; adds to `all` (wall included).
 async fn throughput_slice(
+    case: &str,
     c: &Client,
     slice: Duration,
     plan: &Plan,
@@ -328,8 +350,8 @@ async fn throughput_slice(
     let mut tasks = JoinSet::new();
     for j in 0..plan.tasks {
         let (c, ttl, cap) = (Arc::clone(c), plan.ttl, plan.cap);
+        let resource = format!("bench:{case}:{}:{j}", c.name());
         tasks.spawn(async move {
-            let resource = format!("bench:throughput:{}:{j}", c.name());
             let mut s = Samples::default();
             while Instant::now() < stop_at {
                 match tokio::time::timeout(cap, cycle(c.as_ref(), &resource, ttl)).await {

@@ -815,7 +815,7 @@ async fn cases_on(
 
     if on(Case::Throughput) {
         progress.case("throughput");
-        rows.extend(cases::throughput(&direct, plan).await);
+        rows.extend(cases::throughput("throughput", &direct, plan).await);
         rows.push(ceiling_row(plan, admin, notes).await);
         progress.done();
     }
