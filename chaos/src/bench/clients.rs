@@ -2,7 +2,7 @@
 //!
 //! | adapter | what it is | how it waits |
 //! |---|---|---|
-//! | [`Ours`] | `fenced-redlock`, fencing off or on, fenced with the clock-jump guard, or fenced with durable votes | release notifications (PUBLISH) + jittered 50 ms poll |
+//! | [`Ours`] | `fenced-redlock`, fencing off or on, fenced with the clock-jump guard, fenced with durable votes, or unfenced on the `redis` crate's RESP3 connection instead of the lean one | release notifications (PUBLISH) + jittered 50 ms poll |
 //! | `Rslock` (feature `peers`) | `rslock` 0.10: parallel `join_all`, waits for **every** node | 3 tries, sleep U(0, 200 ms), forever |
 //! | `Sequential` (feature `peers`) | `redlock` 2.0: one node after the other, a new TCP connection per command, blocking | 3 tries, sleep U(0, 200 ms) |
 //! | [`Floor`] | one node, `SET NX PX` + Lua compare-and-delete, same `redis` 1.x stack | — (not in the waiting cases) |
@@ -148,6 +148,17 @@ impl Ours {
         )
     }
 
+    /// Ours unfenced on the `redis` crate's multiplexed connection (`ours-resp3`): the
+    /// same `urls` with `protocol=resp3` added, which is what makes the lock pick that
+    /// connection over its lean RESP2 one (`fenced_redlock`'s `conn`). Beside [`Ours::new`]
+    /// unfenced, it measures what the lean connection wins (the `transport` case).
+    pub fn resp3(urls: &[String], ttl: Duration) -> Result<Self, BenchError> {
+        Self::build(
+            Redlock::builder(urls.iter().map(|u| with_resp3(u))).ttl(ttl),
+            "ours-resp3",
+        )
+    }
+
     fn build(builder: fenced_redlock::Builder, name: &'static str) -> Result<Self, BenchError> {
         let lock = builder
             .build()
@@ -170,6 +181,12 @@ impl Ours {
             .map(std::borrow::Cow::Owned)
             .map_err(|e| BenchError::Setup(format!("fenced-redlock ttl: {e}")))
     }
+}
+
+/// `url` asking for RESP3 (`?protocol=resp3`, or `&protocol=resp3` after a query).
+fn with_resp3(url: &str) -> String {
+    let sep = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{sep}protocol=resp3")
 }
 
 impl LockClient for Ours {
@@ -485,5 +502,22 @@ mod peers {
                 .map_err(|e| BenchError::Task(e.to_string()))
             })
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::with_resp3;
+
+    #[test]
+    fn resp3_is_added_as_a_query_parameter() {
+        assert_eq!(
+            with_resp3("redis://127.0.0.1:7001"),
+            "redis://127.0.0.1:7001?protocol=resp3"
+        );
+        assert_eq!(
+            with_resp3("redis://127.0.0.1:7001/2?x=1"),
+            "redis://127.0.0.1:7001/2?x=1&protocol=resp3"
+        );
     }
 }
