@@ -87,7 +87,8 @@ enum Command {
     Lock(LockArgs),
     /// Re-render report.html and junit.xml from an existing report.json.
     Report(ReportArgs),
-    /// Benchmark our client against rslock, redlock 2.0 and a one-node floor.
+    /// Benchmark our client against rslock, redlock 2.0 and a one-node floor, and its two
+    /// connections against each other.
     Bench(BenchArgs),
     /// Run every scenario (or some) end to end: faults, four fenced-counter modes, verdicts.
     Run(RunArgs),

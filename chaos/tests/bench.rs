@@ -91,6 +91,28 @@ fn quick_bench_writes_a_complete_report() {
             assert!(samples(case, client) > 0, "{case} / {client}: no samples");
         }
     }
+    // Both of the lock's connections, each row with the client's CPU per operation; the
+    // bench itself checked (CLIENT LIST) that `ours-resp3` is on RESP3, and says so.
+    for case in ["transport/latency", "transport/throughput"] {
+        for client in ["ours", "ours-resp3"] {
+            assert!(samples(case, client) > 0, "{case} / {client}: no samples");
+            let row = cases
+                .iter()
+                .find(|r| r["case"] == case && r["client"] == client)
+                .expect("row");
+            assert!(
+                row["cpu_us_per_op"].as_f64().is_some_and(|c| c > 0.0),
+                "{case} / {client}: no CPU per op: {row}"
+            );
+        }
+    }
+    let notes = report["notes"].as_array().expect("notes");
+    assert!(
+        notes.iter().any(|n| n
+            .as_str()
+            .is_some_and(|n| n.starts_with("transport: ours-resp3 speaks RESP3"))),
+        "{notes:?}"
+    );
     let ratios = report["ratios"].as_object().expect("ratios");
     for name in [
         "healthy_p50_ours_over_floor",
@@ -99,6 +121,9 @@ fn quick_bench_writes_a_complete_report() {
         "handoff_p50_ms",
         "durable_always_p50_over_fenced",
         "durable_everysec_p50_over_fenced",
+        "transport_resp3_p50_over_lean",
+        "transport_resp3_ops_over_lean",
+        "transport_resp3_cpu_over_lean",
     ] {
         assert!(
             ratios[name]["value"].is_number(),

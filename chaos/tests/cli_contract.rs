@@ -436,6 +436,11 @@ fn other_subcommands_refuse_bad_settings() {
         (vec!["bench", "--json-out", &under_a_file], "--json-out"),
         // The old spelling of --json-out is refused, not read as something else.
         (vec!["bench", "--json", &fresh_state], "unexpected argument"),
+        // Every case, in run order.
+        (
+            vec!["bench", "--case", "nope"],
+            "[possible values: healthy, slow-node, acquire, hand-off, throughput, transport, durable, frozen-node, fencing-table]",
+        ),
     ];
     for (args, says) in cases {
         refused(&args, says);

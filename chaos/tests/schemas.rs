@@ -141,7 +141,7 @@ fn bench_json_matches_its_schema() {
         "bench",
         "--quick",
         "--case",
-        "healthy",
+        "healthy,transport",
         "--json-out",
         path.to_str().expect("utf-8"),
     ]);

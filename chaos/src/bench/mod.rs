@@ -13,6 +13,8 @@
 //!   behind the `peers` feature, off by default: rslock's only tokio feature pulls rustls.
 //! - [`cases`]: healthy (also the durable case's loop), slow node, frozen node, hand-off,
 //!   throughput, and the hook for timing `chaos fencing-table` end to end.
+//! - [`transport`]: the lock's lean RESP2 connection beside the `redis` crate's RESP3 one,
+//!   and the check that the RESP3 client really is on the latter.
 //! - [`ceiling`]: `redis-benchmark` for the same command mix, and why one lock op costs a
 //!   `SET` + an `EVAL` on every node, so the ceiling is the per-node pair rate.
 //! - [`stats`]: p50/p99 from HDR histograms, and the crate's one percentile.
@@ -29,16 +31,24 @@
 //! 4. **hand-off** — holder releases at `t`, a waiter acquires at `t′`; `t′ − t`.
 //! 5. **throughput** — 64 tasks × 64 resources for 10 s (`--quick`: 2 s), then the
 //!    `redis-benchmark` ceiling on the same nodes.
-//! 6. **durable/always** and **durable/everysec** — acquire+release like healthy, for
+//! 6. **transport/latency** and **transport/throughput** — `ours` (the lock's lean RESP2
+//!    connection, `redis://` URLs) beside `ours-resp3` (the same URLs with
+//!    `protocol=resp3`: the `redis` crate's multiplexed connection), both unfenced:
+//!    acquire+release as in healthy, then 64 tasks × 64 resources as in throughput. Every
+//!    row of both carries `cpu/op` (the latency lanes take `getrusage` around each turn;
+//!    nothing else in the process works meanwhile). Between the two, `CLIENT LIST` on
+//!    every node must show new `resp=3` connections, or the case fails (see [`transport`]).
+//!    Issue 23 keeps the lean connection only while it wins here.
+//! 7. **durable/always** and **durable/everysec** — acquire+release like healthy, for
 //!    `ours-fenced` and `ours-durable` (fenced, a yes counts once fsynced), with every
 //!    node switched to that `appendfsync` and back to the run's policy afterwards, also on
 //!    error or panic. A case of its own: a node at `everysec` that waits for its
 //!    once-a-second fsync makes a durable vote take up to a second, which would swamp every
 //!    other case; its lanes stop at [`Plan::durable_budget`]. (Valkey 8.1.8 does not wait:
 //!    see [`clients::DURABLE_FSYNC_TIMEOUT`].)
-//! 7. **frozen-node/acquire** — node 4 SIGSTOPped; always thawed afterwards, also on error
+//! 8. **frozen-node/acquire** — node 4 SIGSTOPped; always thawed afterwards, also on error
 //!    or panic. Last, so hung peer connections cannot disturb the other cases.
-//! 8. **fencing-table** — the whole `chaos fencing-table` on these nodes, timed (full: 45
+//! 9. **fencing-table** — the whole `chaos fencing-table` on these nodes, timed (full: 45
 //!    runs of 10,000 sections at once; `--quick`: 9 runs of 1,000).
 //!
 //! # Where the time goes (perf, 2026-12-01)
@@ -76,7 +86,7 @@
 //!   throughput ours/rslock 0.92, 0.95 → 0.99, 1.00 (the servers take most of the machine),
 //!   fenced `cpu/op` −24 %; `docs/measurements/transport-2026-12-01.txt`.
 //!
-//! `--repeat K` (default 3, 1 with `--quick`) runs cases 1–7 K times on the same nodes;
+//! `--repeat K` (default 3, 1 with `--quick`) runs cases 1–8 K times on the same nodes;
 //! every row is the median of its K per-round values, with the p50 and ops/s ranges beside
 //! it, so "within noise" is a number. `--case NAME,…` runs a subset. Progress goes to
 //! stderr through [`Meter`]: a bar on a terminal, otherwise a line every 10 s (cases done
@@ -98,6 +108,7 @@ pub mod ceiling;
 pub mod clients;
 pub mod stats;
 pub mod table;
+pub mod transport;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -310,6 +321,9 @@ pub enum Case {
     HandOff,
     /// 64 tasks × 64 resources, and the `redis-benchmark` ceiling.
     Throughput,
+    /// The lock's lean RESP2 connection beside the `redis` crate's RESP3 one: latency and
+    /// 64 × 64 throughput, with CPU per operation.
+    Transport,
     /// Acquire+release, fenced, with and without durable votes, at `appendfsync always`
     /// and `everysec`.
     Durable,
@@ -321,12 +335,13 @@ pub enum Case {
 
 impl Case {
     /// Every case, in run order.
-    pub const ALL: [Case; 8] = [
+    pub const ALL: [Case; 9] = [
         Case::Healthy,
         Case::SlowNode,
         Case::Acquire,
         Case::HandOff,
         Case::Throughput,
+        Case::Transport,
         Case::Durable,
         Case::FrozenNode,
         Case::FencingTable,
@@ -399,8 +414,9 @@ pub struct Row {
     /// Lowest and highest per-round ops/s.
     #[serde(default)]
     pub ops_range: Option<[f64; 2]>,
-    /// This process's CPU time per operation, µs (throughput rows: the clients take turns,
-    /// so it is the client's cost plus the runtime's).
+    /// This process's CPU time per operation, µs (throughput and transport rows: the
+    /// clients take turns, so it is the client's cost plus the runtime's; one at a time,
+    /// in `transport/latency`, that includes the worker threads' sleeps and wake-ups).
     #[serde(default)]
     pub cpu_us_per_op: Option<f64>,
 }
@@ -820,6 +836,12 @@ async fn cases_on(
         progress.done();
     }
 
+    if on(Case::Transport) {
+        progress.case("transport (lean RESP2 beside the redis crate's RESP3)");
+        rows.extend(transport::run(cluster, urls, plan, notes).await?);
+        progress.done();
+    }
+
     if on(Case::Durable) {
         progress.case("durable votes (appendfsync always, then everysec)");
         if !notes.iter().any(|n| n.starts_with("durable:")) {
@@ -991,11 +1013,12 @@ fn ratio(value: Option<f64>, target: &str, ok: impl Fn(f64) -> bool, meaning: &s
     }
 }
 
-/// The targets (issues 7 and 14), computed from the rows (reported, never asserted).
+/// The targets (issues 7, 14 and 23), computed from the rows (reported, never asserted).
 pub fn ratios(rows: &[Row], node_timeout: Duration) -> BTreeMap<String, Ratio> {
     let p50 = |case: &str, client: &str| find(rows, case, client).and_then(|r| r.p50_us);
     let p99 = |case: &str, client: &str| find(rows, case, client).and_then(|r| r.p99_us);
     let ops = |case: &str, client: &str| find(rows, case, client).and_then(|r| r.ops_per_s);
+    let cpu = |case: &str, client: &str| find(rows, case, client).and_then(|r| r.cpu_us_per_op);
     let div = |a: Option<f64>, b: Option<f64>| match (a, b) {
         (Some(a), Some(b)) if b > 0.0 => Some(a / b),
         _ => None,
@@ -1090,6 +1113,44 @@ pub fn ratios(rows: &[Row], node_timeout: Duration) -> BTreeMap<String, Ratio> {
             },
         );
     }
+    // Issue 23: the lean connection stays only while it wins. Each target is the lean
+    // connection winning; by how much is the value.
+    m.insert(
+        "transport_resp3_p50_over_lean".into(),
+        ratio(
+            div(
+                p50(transport::LATENCY, transport::RESP3),
+                p50(transport::LATENCY, transport::LEAN),
+            ),
+            "> 1",
+            |v| v > 1.0,
+            "acquire+release p50, ours on the redis crate's RESP3 connection / on the lean one (> 1: lean is faster)",
+        ),
+    );
+    m.insert(
+        "transport_resp3_ops_over_lean".into(),
+        ratio(
+            div(
+                ops(transport::THROUGHPUT, transport::RESP3),
+                ops(transport::THROUGHPUT, transport::LEAN),
+            ),
+            "< 1",
+            |v| v < 1.0,
+            "lock ops/s, 64 tasks × 64 resources, RESP3 connection / lean (< 1: lean does more)",
+        ),
+    );
+    m.insert(
+        "transport_resp3_cpu_over_lean".into(),
+        ratio(
+            div(
+                cpu(transport::THROUGHPUT, transport::RESP3),
+                cpu(transport::THROUGHPUT, transport::LEAN),
+            ),
+            "> 1",
+            |v| v > 1.0,
+            "client CPU per lock op at 64 × 64, RESP3 connection / lean (> 1: lean is cheaper)",
+        ),
+    );
     m.insert(
         "slow_node_p50_over_healthy".into(),
         ratio(
@@ -1208,5 +1269,50 @@ mod tests {
         assert_eq!(healthy.samples, 300);
         assert_eq!(rows[1].rounds, 2);
         assert_eq!(rows[1].p50_range_us, Some([800.0, 900.0]));
+    }
+
+    #[test]
+    fn transport_ratios_are_resp3_over_lean() {
+        let on = |case: &str, client: &str, p50: f64, ops: f64, cpu: f64| Row {
+            client: client.to_owned(),
+            cpu_us_per_op: Some(cpu),
+            ..row(case, p50, ops, 100)
+        };
+        let rows = vec![
+            on(transport::LATENCY, transport::LEAN, 400.0, 2500.0, 40.0),
+            on(transport::LATENCY, transport::RESP3, 500.0, 2000.0, 50.0),
+            on(
+                transport::THROUGHPUT,
+                transport::LEAN,
+                900.0,
+                10_000.0,
+                50.0,
+            ),
+            on(
+                transport::THROUGHPUT,
+                transport::RESP3,
+                1000.0,
+                8_000.0,
+                60.0,
+            ),
+        ];
+        let m = ratios(&rows, Duration::from_millis(100));
+        let got = |name: &str| (m[name].value, m[name].pass);
+        assert_eq!(
+            got("transport_resp3_p50_over_lean"),
+            (Some(1.25), Some(true))
+        );
+        assert_eq!(
+            got("transport_resp3_ops_over_lean"),
+            (Some(0.8), Some(true))
+        );
+        assert_eq!(
+            got("transport_resp3_cpu_over_lean"),
+            (Some(1.2), Some(true))
+        );
+        // No rows: no value, no verdict.
+        let m = ratios(&[], Duration::from_millis(100));
+        assert_eq!(m["transport_resp3_cpu_over_lean"].value, None);
+        assert_eq!(m["transport_resp3_cpu_over_lean"].pass, None);
     }
 }
