@@ -9,7 +9,8 @@
 //! `initdb` refuses to run as root, so when we are root the binaries run as the `postgres`
 //! user, which then owns the temp dir.
 //!
-//! [`Pg`] is either such a server or the DSN of an existing one (`--pg-url` / `PG_DSN`).
+//! [`Pg`] is either such a server, the DSN of an existing one (`--pg-url` / `PG_DSN`), or a
+//! container of the official image ([`crate::cluster::pg_container`]).
 
 use std::net::TcpListener;
 use std::os::unix::process::CommandExt;
@@ -252,6 +253,8 @@ pub enum Pg {
     Owned(PgServer),
     /// Someone else's: only the counter table is created in it.
     External(String),
+    /// A container started by us (the docker backend on official images); removed on drop.
+    Container(crate::cluster::pg_container::PgContainer),
 }
 
 impl Pg {
@@ -272,6 +275,7 @@ impl Pg {
         match self {
             Pg::Owned(s) => s.dsn(),
             Pg::External(u) => u.clone(),
+            Pg::Container(c) => c.dsn(),
         }
     }
 

@@ -5,7 +5,11 @@
 //!   kill/start and worker URLs remain valid).
 //! - Data: volume `redlock-chaos-<run>-n<i>-g<generation>` at `/data` (AOF, fsync always).
 //!   `restart(Wipe)` replaces container and volume with a new generation.
-//! - Clock (Valkey): a host temp dir per run, `n<i>/` bind-mounted at `/faketime`, holding the
+//! - Images ([`official`]): the official server and Toxiproxy images (present or pulled), or
+//!   ones built from this host's binaries ([`image`]); an official server runs as
+//!   `<flavour>-server <args>` under its image's entrypoint, an official Toxiproxy as
+//!   `-host=0.0.0.0 -port=8474`.
+//! - Clock (Valkey, offline image only: libfaketime is not in the official one): a host temp dir per run, `n<i>/` bind-mounted at `/faketime`, holding the
 //!   libfaketime timestamp file that `set_clock_offset` rewrites.
 //! - Proxy ([`ProxyPlan::Chaos`]): container `redlock-chaos-<run>-proxy` on the same network
 //!   running this crate's own binary as `chaos toxiproxy --listen 0.0.0.0:8474` (image from
@@ -37,13 +41,14 @@ use bollard::query_parameters::{
 };
 use tempfile::TempDir;
 
-use super::image::{self, IMAGE_FAKETIME_LIB, ImageInfo};
+use super::image::{self, IMAGE_FAKETIME_LIB};
+use super::official::{self, ImagePlan, ImageSource, Role, UsedImage};
 use super::proxied::ProxyLayer;
 use super::stack::{Control, STACK_VERSION, Stack, StackNode, ToxiproxySection};
 use super::state::{ClusterState, NodeState};
 use super::{
     BackendKind, Cluster, ClusterError, ClusterSpec, DataOnRestart, Flavour, LABEL_PROJECT,
-    LABEL_RUN, NodeId, PROJECT, ProxyPlan, binaries, check_node, faketime_offset, ports,
+    LABEL_RUN, NodeId, PROJECT, ProxyPlan, Verb, binaries, check_node, faketime_offset, ports,
     proxy_name, redis_url, resp, server_args, worker_addr,
 };
 use crate::proxy::NewProxy;
@@ -296,9 +301,24 @@ fn is_not_found(e: &bollard::errors::Error) -> bool {
     status_code(e) == Some(404)
 }
 
-fn is_port_collision(e: &bollard::errors::Error) -> bool {
+pub(crate) fn is_port_collision(e: &bollard::errors::Error) -> bool {
     let s = e.to_string();
     s.contains("port is already allocated") || s.contains("address already in use")
+}
+
+/// `tag`, just built or found up to date, as a [`UsedImage`] with its id.
+async fn offline_image(
+    docker: &Docker,
+    role: Role,
+    tag: String,
+) -> Result<UsedImage, ClusterError> {
+    let id = official::image_id(docker, &tag).await?.unwrap_or_default();
+    Ok(UsedImage {
+        role,
+        name: tag,
+        id,
+        official: false,
+    })
 }
 
 #[derive(Debug)]
@@ -325,7 +345,8 @@ pub struct DockerCluster {
     flavour: Flavour,
     version: String,
     run_id: String,
-    image: ImageInfo,
+    /// The server image, then (once started) the proxy container's.
+    images: Vec<UsedImage>,
     network: String,
     ready_timeout: Duration,
     /// Set once every node is up; `None` with [`ProxyPlan::Direct`].
@@ -343,14 +364,35 @@ impl DockerCluster {
         spec.validate()?;
         let run_id = spec.resolve_run_id()?;
         let docker = connect().await?;
-        let bin = match &spec.server_bin {
-            Some(b) => b.clone(),
-            None => binaries::locate_server(spec.flavour)?,
+        // An official image's version is asked of its first node once it answers.
+        let (version, server_image) = match official::resolve(
+            &docker,
+            &spec.images,
+            Role::Server,
+            spec.flavour,
+        )
+        .await?
+        {
+            Some(img) => (None, img),
+            None => {
+                let bin = match &spec.server_bin {
+                    Some(b) => b.clone(),
+                    None => binaries::locate_server(spec.flavour)?,
+                };
+                let version = binaries::server_version(spec.flavour, &bin)?;
+                let image = image::ensure_image(&docker, spec.flavour, &bin, &run_id).await?;
+                tracing::info!(tag = %image.tag, built = image.built, elapsed = ?image.elapsed, "server image ready");
+                (
+                    Some(version),
+                    offline_image(&docker, Role::Server, image.tag).await?,
+                )
+            }
         };
-        let version = binaries::server_version(spec.flavour, &bin)?;
-        let image = image::ensure_image(&docker, spec.flavour, &bin, &run_id).await?;
-        tracing::info!(tag = %image.tag, built = image.built, elapsed = ?image.elapsed, "server image ready");
-        let clock_root = if spec.clock_faults && spec.flavour.supports_clock_faults() {
+        // libfaketime is in the offline image only.
+        let clock_root = if spec.clock_faults
+            && spec.flavour.supports_clock_faults()
+            && !server_image.official
+        {
             Some(
                 tempfile::Builder::new()
                     .prefix(&format!("redlock-chaos-{run_id}-clock-"))
@@ -383,19 +425,23 @@ impl DockerCluster {
             });
         }
         let plan = spec.proxy.clone();
-        // Locate the proxy binary before creating anything, so a missing one fails fast.
+        // Locate the proxy binary before creating anything, so a missing one fails fast
+        // where it is sure to be needed (an official proxy image may make it unneeded).
         let proxy_bin = match (&plan, &spec.proxy_bin) {
             (ProxyPlan::Chaos, Some(b)) => Some(b.clone()),
-            (ProxyPlan::Chaos, None) => Some(binaries::locate_chaos()?),
+            (ProxyPlan::Chaos, None) if spec.images.source == ImageSource::Offline => {
+                Some(binaries::locate_chaos()?)
+            }
+            (ProxyPlan::Chaos, None) => binaries::locate_chaos().ok(),
             _ => None,
         };
         let mut cluster = DockerCluster {
             network: format!("redlock-chaos-{run_id}"),
             docker,
             flavour: spec.flavour,
-            version,
+            version: version.clone().unwrap_or_default(),
             run_id,
-            image,
+            images: vec![server_image],
             ready_timeout: spec.ready_timeout,
             proxy: None,
             clock_root: Mutex::new(clock_root),
@@ -410,13 +456,23 @@ impl DockerCluster {
         for i in 0..spec.nodes {
             cluster.wait_ready(i).await?;
         }
+        if version.is_none() {
+            let addr = cluster.lock()[0].addr();
+            cluster.version = resp::server_version(addr, spec.flavour, Duration::from_secs(5))
+                .await
+                .map_err(|e| ClusterError::Command {
+                    program: format!("INFO server on {addr}"),
+                    detail: e,
+                })?;
+        }
         cluster.proxy = match plan {
             ProxyPlan::Direct => None,
             ProxyPlan::Chaos => {
-                let bin = proxy_bin.ok_or_else(|| ClusterError::InvalidSpec {
-                    reason: "no chaos binary for the proxy container; set ClusterSpec::proxy_bin or CHAOS_BIN".into(),
-                })?;
-                Some(cluster.start_proxy_container(&bin).await?)
+                let (layer, img) = cluster
+                    .start_proxy_container(proxy_bin.as_deref(), &spec.images)
+                    .await?;
+                cluster.images.push(img);
+                Some(layer)
             }
             ProxyPlan::External { api, listen_host } => {
                 let upstreams: Vec<String> = cluster
@@ -430,14 +486,38 @@ impl DockerCluster {
         Ok(cluster)
     }
 
-    /// Build the proxy image, start the proxy container on the run's network with its API and
-    /// one listen port per node published on 127.0.0.1, and create the node proxies.
+    /// Find (official) or build (offline) the proxy image, start the proxy container on the
+    /// run's network with its API and one listen port per node published on 127.0.0.1, and
+    /// create the node proxies.
     async fn start_proxy_container(
         &self,
-        chaos_bin: &std::path::Path,
-    ) -> Result<ProxyLayer, ClusterError> {
-        let img = image::ensure_proxy_image(&self.docker, chaos_bin, &self.run_id).await?;
-        tracing::info!(tag = %img.tag, built = img.built, elapsed = ?img.elapsed, "proxy image ready");
+        chaos_bin: Option<&std::path::Path>,
+        plan: &ImagePlan,
+    ) -> Result<(ProxyLayer, UsedImage), ClusterError> {
+        let (img, cmd) = match official::resolve(&self.docker, plan, Role::Proxy, self.flavour)
+            .await?
+        {
+            // Toxiproxy's entrypoint, its own flags.
+            Some(img) => (
+                img,
+                vec!["-host=0.0.0.0".into(), format!("-port={PROXY_API_PORT}")],
+            ),
+            None => {
+                let bin = chaos_bin.ok_or_else(|| ClusterError::InvalidSpec {
+                    reason: "no chaos binary for the proxy container; set ClusterSpec::proxy_bin or CHAOS_BIN".into(),
+                })?;
+                let built = image::ensure_proxy_image(&self.docker, bin, &self.run_id).await?;
+                tracing::info!(tag = %built.tag, built = built.built, elapsed = ?built.elapsed, "proxy image ready");
+                (
+                    offline_image(&self.docker, Role::Proxy, built.tag).await?,
+                    vec![
+                        "toxiproxy".into(),
+                        "--listen".into(),
+                        format!("0.0.0.0:{PROXY_API_PORT}"),
+                    ],
+                )
+            }
+        };
         let n = self.nodes();
         if n > usize::from(u16::MAX - PROXY_BASE_PORT) {
             return Err(ClusterError::InvalidSpec {
@@ -462,12 +542,8 @@ impl DockerCluster {
                 bindings.insert(format!("{}/tcp", inner(i)), bind(*p));
             }
             let body = ContainerCreateBody {
-                image: Some(img.tag.clone()),
-                cmd: Some(vec![
-                    "toxiproxy".into(),
-                    "--listen".into(),
-                    format!("0.0.0.0:{PROXY_API_PORT}"),
-                ]),
+                image: Some(img.name.clone()),
+                cmd: Some(cmd.clone()),
                 labels: Some(self.labels(None)),
                 exposed_ports: Some(bindings.keys().cloned().collect()),
                 host_config: Some(HostConfig {
@@ -502,7 +578,8 @@ impl DockerCluster {
                         .collect();
                     let published = node_ports.iter().map(|p| ports::loopback(*p)).collect();
                     let api = format!("http://{}", ports::loopback(api_port));
-                    return ProxyLayer::configure(&api, name, &proxies, published).await;
+                    let layer = ProxyLayer::configure(&api, name, &proxies, published).await?;
+                    return Ok((layer, img));
                 }
                 Err(e) if is_port_collision(&e) => {
                     last_error = e.to_string();
@@ -531,9 +608,9 @@ impl DockerCluster {
         self.proxy.as_ref().and_then(|p| p.container())
     }
 
-    /// The image the nodes run.
-    pub fn image(&self) -> &ImageInfo {
-        &self.image
+    /// The images this cluster runs: the nodes', then the proxy's (when it has one).
+    pub fn images(&self) -> &[UsedImage] {
+        &self.images
     }
 
     /// Name of the run's private network.
@@ -684,9 +761,15 @@ impl DockerCluster {
                     "FAKETIME_DONT_FAKE_MONOTONIC=1".to_string(),
                 ]);
             }
+            let server = &self.images[0];
+            let mut cmd = server_args("0.0.0.0", 6379, "/data");
+            if server.official {
+                // The official entrypoint runs its command (as the server's own user).
+                cmd.insert(0, format!("{}-server", self.flavour.name()));
+            }
             let body = ContainerCreateBody {
-                image: Some(self.image.tag.clone()),
-                cmd: Some(server_args("0.0.0.0", 6379, "/data")),
+                image: Some(server.name.clone()),
+                cmd: Some(cmd),
                 env: Some(env),
                 labels: Some(self.labels(Some(i))),
                 exposed_ports: Some(vec!["6379/tcp".to_string()]),
@@ -818,6 +901,29 @@ impl Cluster for DockerCluster {
     fn admin_url(&self, node: NodeId) -> Result<String, ClusterError> {
         let i = check_node(node, self.nodes())?;
         Ok(redis_url(self.lock()[i].addr()))
+    }
+    fn check(&self, verb: Verb, node: NodeId) -> Result<(), String> {
+        if node.0 >= self.nodes() {
+            return Err(format!("{node} does not exist ({} nodes)", self.nodes()));
+        }
+        let no_clock = self
+            .clock_root
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_none();
+        match verb {
+            Verb::Proxy if self.proxy.is_none() => {
+                Err("needs the proxy layer, and this cluster has none".into())
+            }
+            Verb::Clock | Verb::ClockRate if no_clock && self.images[0].official => Err(format!(
+                "clock faults need libfaketime in the server image, and the official {} has none; `--images offline` runs them (Linux, from this host's binaries)",
+                self.images[0].name
+            )),
+            Verb::Clock | Verb::ClockRate if no_clock => {
+                Err(super::no_clock_faults(self.flavour).to_string())
+            }
+            _ => Ok(()),
+        }
     }
     async fn kill(&self, node: NodeId) -> Result<(), ClusterError> {
         let (i, name) = self.node_name(node)?;

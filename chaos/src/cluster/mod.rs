@@ -13,6 +13,9 @@
 //!   (there is no registry to pull from), cached by a content hash in the tag; also the
 //!   offline stand-ins for the compose stack's official images (`chaos images`).
 //! - [`pg_image`]: the offline stand-in for `postgres:15`, from the installed PostgreSQL.
+//! - [`official`]: `--images auto|official|offline`: whether the docker backend runs the
+//!   official Valkey, Toxiproxy and PostgreSQL images (present or pulled) or the offline
+//!   ones; [`pg_container`]: the run's PostgreSQL as a container of either.
 //! - [`local`]: the same topology as child processes on loopback ports, in a temp dir.
 //! - [`ports`]: free loopback ports. [`binaries`]: where the server binaries and libfaketime are.
 //! - [`resp`]: a tiny RESP client used for readiness (PING) checks, so readiness does not depend
@@ -38,6 +41,8 @@ mod control;
 pub mod docker;
 pub mod image;
 pub mod local;
+pub mod official;
+pub mod pg_container;
 pub mod pg_image;
 pub mod ports;
 pub mod proxied;
@@ -179,6 +184,9 @@ pub struct ClusterSpec {
     /// (`FAKETIME_NO_CACHE`, so an offset takes effect at once), which the profile of
     /// `chaos bench` showed as a large share of the servers' CPU (see the bench docs).
     pub clock_faults: bool,
+    /// Docker backend: official or offline images ([`official`]); default offline, which
+    /// never asks a registry.
+    pub images: official::ImagePlan,
 }
 
 impl ClusterSpec {
@@ -193,6 +201,7 @@ impl ClusterSpec {
             proxy: ProxyPlan::Direct,
             proxy_bin: None,
             clock_faults: true,
+            images: official::ImagePlan::default(),
         }
     }
 
@@ -318,6 +327,16 @@ pub enum ClusterError {
         /// Underlying error.
         #[source]
         source: Box<bollard::errors::Error>,
+    },
+    /// An official image is absent and could not be pulled (`--images official`).
+    #[error(
+        "image {image} is not on the engine and could not be pulled ({detail}); pull it, or use --images offline (Linux, from this host's binaries)"
+    )]
+    ImagePull {
+        /// The image name.
+        image: String,
+        /// Why the pull failed.
+        detail: String,
     },
     /// Building an image failed.
     #[error("building image {tag}: {detail}")]
@@ -571,6 +590,14 @@ impl AnyCluster {
             AnyCluster::Attached(_) => Err(ClusterError::InvalidSpec {
                 reason: "an attached stack is not ours to leave running; it already is".into(),
             }),
+        }
+    }
+
+    /// The images the cluster runs (docker backend; empty on the others).
+    pub fn images(&self) -> Vec<official::UsedImage> {
+        match self {
+            AnyCluster::Docker(c) => c.images().to_vec(),
+            _ => Vec::new(),
         }
     }
 
