@@ -297,6 +297,9 @@ struct UpArgs {
     /// of text with an `export REDLOCK_NODES=...` line.
     #[arg(long)]
     json: bool,
+    /// Which images the docker backend runs (PostgreSQL is not part of `chaos up`).
+    #[command(flatten)]
+    images: cluster::official::ImageArgs,
 }
 
 #[derive(Debug, Args)]
@@ -568,6 +571,9 @@ async fn up(args: UpArgs) -> Result<(), Box<dyn std::error::Error>> {
         .into());
     }
     checks::at_least_one("--nodes", args.nodes)?;
+    args.images
+        .check(args.backend == Some(BackendKind::Local))
+        .map_err(CommandError::Usage)?;
     checks::writable_file("--state", &args.state)?;
     if let Some(path) = &args.stack_out {
         checks::writable_file("--stack-out", path)?;
@@ -576,6 +582,9 @@ async fn up(args: UpArgs) -> Result<(), Box<dyn std::error::Error>> {
     let mut interrupt = Interrupt::listen()?;
     let backend = match args.backend {
         Some(b) => b,
+        None if args.images.images == cluster::official::ImageSource::Official => {
+            BackendKind::Docker
+        }
         None => BackendKind::detect().await,
     };
     // The local backend's proxy runs in-process and would die with `chaos up`: it gets a
@@ -613,7 +622,8 @@ async fn up(args: UpArgs) -> Result<(), Box<dyn std::error::Error>> {
             proxy_process::stop(p.pid);
         }
     };
-    let spec = ClusterSpec::new(args.flavour, args.nodes).with_proxy(plan);
+    let mut spec = ClusterSpec::new(args.flavour, args.nodes).with_proxy(plan);
+    spec.images = args.images.plan();
     let cluster = tokio::select! {
         c = AnyCluster::up(backend, spec) => match c {
             Ok(c) => c,

@@ -8,6 +8,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::signals::Interrupt;
 use super::{CommandError, checks};
+use crate::cluster::official::{ImageArgs, ImageSource};
 use crate::cluster::stack::Stack;
 use crate::cluster::{BackendKind, DEFAULT_NODES, Flavour};
 use crate::lockut::LockKind;
@@ -70,8 +71,11 @@ pub struct RunArgs {
     /// Attach to the deployment this stack file describes (TOML; see docs/rig.md, "Running
     /// against your own deployment") instead of bringing a cluster up. Node faults its
     /// controls cannot apply make their scenarios not applicable.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["backend", "nodes", "flavour"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["backend", "nodes", "flavour", "images"])]
     pub stack: Option<PathBuf>,
+    /// Which images the docker backend runs.
+    #[command(flatten)]
+    pub images: ImageArgs,
     /// Run id (docker label value); default: a fresh random one.
     #[arg(long, hide = true)]
     pub run_id: Option<String>,
@@ -112,6 +116,7 @@ pub async fn run(args: RunArgs) -> u8 {
     cfg.run_id = args.run_id.clone();
     cfg.lock = args.lock;
     cfg.stack = stack;
+    cfg.images = args.images.plan();
     cfg.command = std::env::args().collect::<Vec<_>>().join(" ");
     let stop = CancellationToken::new();
     let signals = {
@@ -183,6 +188,9 @@ fn check(args: &RunArgs) -> Result<(Option<Stack>, Vec<Scenario>), CommandError>
     };
     let nodes = stack.as_ref().map_or(args.nodes, |s| s.nodes.len());
     checks::at_least_one("--nodes", nodes)?;
+    args.images
+        .check(args.backend == Some(BackendKind::Local))
+        .map_err(CommandError::Usage)?;
     checks::at_least_one("--workers", args.workers)?;
     checks::positive("--duration", args.duration, "20s")?;
     if args.duration > MAX_DURATION {
@@ -278,6 +286,19 @@ fn scenarios(args: &RunArgs, nodes: usize) -> Result<Vec<Scenario>, CommandError
             .map_err(|e| CommandError::usage(format!("--scenario {spec:?}: {e}")))?,
         None => Vec::new(),
     };
+    // As `--flavour redis`: clock scenarios leave `all`, and are refused by name.
+    let official = args.images.images == ImageSource::Official;
+    if official {
+        if spec.is_some_and(|s| s.trim() == "all") {
+            out.retain(|s| !s.needs_clock_faults());
+        } else if let Some(s) = out.iter().find(|s| s.needs_clock_faults()) {
+            return Err(CommandError::usage(format!(
+                "--scenario {}: {} needs clock faults, which the official server image cannot do (no libfaketime); use --images offline",
+                spec.unwrap_or_default(),
+                s.name
+            )));
+        }
+    }
     let shape = Shape {
         duration: args.duration,
         nodes,
@@ -291,6 +312,12 @@ fn scenarios(args: &RunArgs, nodes: usize) -> Result<Vec<Scenario>, CommandError
                 return Err(usage(format!(
                     "scenario `{}` has clock jumps, which {} cannot do; use --flavour valkey",
                     s.name, args.flavour
+                )));
+            }
+            if s.needs_clock_faults() && official {
+                return Err(usage(format!(
+                    "scenario `{}` has clock jumps, which the official server image cannot do (no libfaketime); use --images offline",
+                    s.name
                 )));
             }
             if out.iter().any(|o| o.name == s.name) {

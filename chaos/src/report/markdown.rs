@@ -140,6 +140,7 @@ mod tests {
             flavour: "valkey".into(),
             server_version: "valkey 8.1.8".into(),
             nodes: 5,
+            images: Vec::new(),
             started_at: "2026-12-04T22:00:00Z".into(),
             command: "chaos run".into(),
             scenarios,

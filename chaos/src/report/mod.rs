@@ -42,8 +42,8 @@ pub use junit::render_junit;
 pub use markdown::render_markdown;
 pub use model::{
     ChaosReport, CounterSample, Culprit, FaultWindow, FenceMark, GrantSpan, LatencySample,
-    LostUpdate, ModeReport, ModeTimeline, Ms, Outcome, PauseSpan, RejectedWrite, ScenarioReport,
-    Verdict, ViolationMark,
+    LostUpdate, ModeReport, ModeTimeline, Ms, Outcome, PauseSpan, RejectedWrite, RunImage,
+    ScenarioReport, Verdict, ViolationMark,
 };
 pub use observer::{Progress, RunObserver, Silent};
 pub use progress::{BarsObserver, LineObserver, observer_for_terminal};

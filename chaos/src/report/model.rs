@@ -45,6 +45,9 @@ pub struct ChaosReport {
     pub server_version: String,
     /// Number of primaries.
     pub nodes: usize,
+    /// The container images the run started (docker backend), in the order they started.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<RunImage>,
     /// Wall-clock start, RFC 3339 (UTC).
     pub started_at: String,
     /// The command line that produced this report.
@@ -53,6 +56,19 @@ pub struct ChaosReport {
     pub scenarios: Vec<ScenarioReport>,
     /// Worst verdict over all scenarios.
     pub verdict: Outcome,
+}
+
+/// One container image a run started.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunImage {
+    /// `server`, `proxy` or `postgres`.
+    pub role: String,
+    /// The name it was started by, e.g. `valkey/valkey:8` or `redlock-chaos-valkey:<hash>`.
+    pub name: String,
+    /// The engine's image id (`sha256:…`).
+    pub id: String,
+    /// `official` (`--images official`/`auto`) or `offline` (built from this host's binaries).
+    pub source: String,
 }
 
 /// The lock of reports written before `lock` was recorded.

@@ -52,15 +52,17 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::cluster::official::{self, ImagePlan, ImageSource, Role, UsedImage};
+use crate::cluster::pg_container::PgContainer;
 use crate::cluster::stack::Stack;
 use crate::cluster::{
     AnyCluster, AttachedCluster, BackendKind, Cluster, ClusterSpec, DEFAULT_NODES, Flavour, NodeId,
-    ProxyPlan,
+    ProxyPlan, docker,
 };
 use crate::lockut::LockKind;
 use crate::pg::Pg;
 use crate::report::observer::RunObserver;
-use crate::report::{ChaosReport, Outcome, ScenarioReport, Verdict};
+use crate::report::{ChaosReport, Outcome, RunImage, ScenarioReport, Verdict};
 use crate::scenario::Scenario;
 use crate::workload::ledger::Ledger;
 
@@ -115,6 +117,9 @@ pub struct RunConfig {
     /// A deployment to attach to instead of bringing a cluster up (`--stack`); `backend`,
     /// `flavour` and `nodes` are then the stack's.
     pub stack: Option<Stack>,
+    /// Docker backend: official or offline images for the nodes, the proxy and PostgreSQL
+    /// (`--images`; [`official`]). Default offline: no registry is asked.
+    pub images: ImagePlan,
 }
 
 impl RunConfig {
@@ -136,6 +141,7 @@ impl RunConfig {
             command: String::new(),
             lock: LockKind::Ours,
             stack: None,
+            images: ImagePlan::default(),
         }
     }
 }
@@ -179,6 +185,8 @@ pub async fn run_until(
         Some(b) => b,
         // Unused when attaching: no need to ask for an engine.
         None if cfg.stack.is_some() => BackendKind::Local,
+        // Official images are containers: no engine is a harness failure, not a local run.
+        None if cfg.images.source == ImageSource::Official => BackendKind::Docker,
         None => BackendKind::detect().await,
     };
     let mut report = ChaosReport {
@@ -195,6 +203,7 @@ pub async fn run_until(
         flavour: cfg.flavour.name().into(),
         server_version: String::new(),
         nodes: cfg.stack.as_ref().map_or(cfg.nodes, |s| s.nodes.len()),
+        images: Vec::new(),
         started_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
         command: cfg.command.clone(),
         scenarios: Vec::new(),
@@ -210,6 +219,15 @@ pub async fn run_until(
         Ok((env, pg)) => {
             report.server_version = env.cluster.server_version().to_owned();
             report.flavour = env.cluster.flavour().name().into();
+            let pg_image = match &pg {
+                Pg::Container(c) => Some(c.image().clone()),
+                _ => None,
+            };
+            report.images = pg_image
+                .into_iter()
+                .chain(env.cluster.images())
+                .map(run_image)
+                .collect();
             let total = cfg.scenarios.len();
             for (index, scenario) in cfg.scenarios.iter().enumerate() {
                 if stop.is_cancelled() {
@@ -229,6 +247,15 @@ pub async fn run_until(
         }
         Err(reason) => {
             tracing::error!(%reason, "chaos run could not start");
+            // A PostgreSQL container whose start was cut short (a signal) is labelled with
+            // the run; the cluster's own clean-up never ran if it never came up.
+            if backend == BackendKind::Docker
+                && cfg.stack.is_none()
+                && cfg.images.source != ImageSource::Offline
+                && let Err(e) = docker::remove_labelled(Some(&run_id)).await
+            {
+                tracing::error!(error = %e, "cleanup failed; run `chaos down --run {run_id}`");
+            }
             for s in &cfg.scenarios {
                 let r = unknown(s, &cfg, reason.clone());
                 observer.scenario_finished(&r);
@@ -296,9 +323,7 @@ async fn setup(
             .and_then(|s| s.postgres.as_ref().map(|p| p.url.clone()))
     });
     let pg = tokio::select! {
-        r = tokio::task::spawn_blocking(move || Pg::from_url_or_start(pg_url)) => r
-            .map_err(|e| format!("starting postgres: {e}"))?
-            .map_err(|e| format!("postgres: {e}"))?,
+        r = start_pg(cfg, backend, run_id, pg_url) => r?,
         () = stop.cancelled() => return Err("interrupted while starting postgres".into()),
     };
     let chaos_bin = match &cfg.chaos_bin {
@@ -307,6 +332,7 @@ async fn setup(
     };
     let mut spec = ClusterSpec::new(cfg.flavour, cfg.nodes).with_proxy(ProxyPlan::Chaos);
     spec.run_id = Some(run_id.to_owned());
+    spec.images = cfg.images.clone();
     spec.proxy_bin = chaos_bin.clone();
     let up = async {
         match &cfg.stack {
@@ -356,4 +382,52 @@ async fn setup(
         },
         pg,
     ))
+}
+
+/// The run's PostgreSQL: `pg_url` when given; on the docker backend, a container of the
+/// official image when `cfg.images` finds one ([`official::resolve`]); else a private server
+/// from this host's binaries.
+async fn start_pg(
+    cfg: &RunConfig,
+    backend: BackendKind,
+    run_id: &str,
+    pg_url: Option<String>,
+) -> Result<Pg, String> {
+    let given = pg_url.as_deref().is_some_and(|u| !u.trim().is_empty());
+    if !given
+        && cfg.stack.is_none()
+        && backend == BackendKind::Docker
+        && cfg.images.source != ImageSource::Offline
+    {
+        let postgres = |e: crate::cluster::ClusterError| format!("postgres: {e}");
+        let d = docker::connect().await.map_err(postgres)?;
+        if let Some(image) = official::resolve(&d, &cfg.images, Role::Postgres, cfg.flavour)
+            .await
+            .map_err(postgres)?
+        {
+            let c = PgContainer::start(&d, image, run_id)
+                .await
+                .map_err(postgres)?;
+            return Ok(Pg::Container(c));
+        }
+    }
+    tokio::task::spawn_blocking(move || Pg::from_url_or_start(pg_url))
+        .await
+        .map_err(|e| format!("starting postgres: {e}"))?
+        .map_err(|e| format!("postgres: {e}"))
+}
+
+/// The report's record of `image`.
+fn run_image(image: UsedImage) -> RunImage {
+    RunImage {
+        role: image.role.name().into(),
+        name: image.name,
+        id: image.id,
+        source: if image.official {
+            "official"
+        } else {
+            "offline"
+        }
+        .into(),
+    }
 }

@@ -302,6 +302,12 @@ pub fn report(n: usize, grants_per_mode: usize) -> ChaosReport {
         flavour: "valkey".into(),
         server_version: "valkey 8.1.8".into(),
         nodes: 5,
+        images: vec![redlock_chaos::report::RunImage {
+            role: "server".into(),
+            name: "valkey/valkey:8".into(),
+            id: "sha256:5f0e4c4be4d4e7b3a5a4c3f9a0d6a51e0a1c9c27f1e0ad2bb1d7d31a8a1e9c0f".into(),
+            source: "official".into(),
+        }],
         started_at: "2025-01-01T03:00:00Z".into(),
         command: "chaos run --scenario all --duration 60s --report target/chaos/nightly".into(),
         scenarios,
