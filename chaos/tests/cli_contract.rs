@@ -305,6 +305,15 @@ fn run_refuses_settings_it_cannot_act_on() {
         ),
         (&["--report", under_a_file], "--report"),
         (&["--stack", missing], "--stack"),
+        (
+            &["--images", "sometimes"],
+            "invalid value 'sometimes' for '--images",
+        ),
+        (
+            &["--images", "official"],
+            "--images official needs the docker backend",
+        ),
+        (&["--server-image", " "], "--server-image is empty"),
     ];
     for (args, says) in cases {
         let mut all = local.to_vec();
@@ -313,6 +322,22 @@ fn run_refuses_settings_it_cannot_act_on() {
     }
     // Without --backend: refused before the engine is even asked for.
     refused(&["run", "--ttl", "0s"], "--ttl 0s");
+    // The official server image has no libfaketime: clock scenarios are refused by name,
+    // as with --flavour redis, before any image is looked for or pulled.
+    for args in [
+        &["run", "--images", "official", "--scenario", "clock-jump"][..],
+        &[
+            "run",
+            "--backend",
+            "docker",
+            "--images",
+            "official",
+            "--scenario",
+            "kill-minority,clock-skew-fast",
+        ],
+    ] {
+        refused(args, "use --images offline");
+    }
 }
 
 #[test]
@@ -427,6 +452,22 @@ fn other_subcommands_refuse_bad_settings() {
         (
             vec!["up", "--backend", "local", "--state", &state],
             "already up",
+        ),
+        (
+            vec![
+                "up",
+                "--backend",
+                "local",
+                "--images",
+                "official",
+                "--state",
+                &fresh_state,
+            ],
+            "--images official needs the docker backend",
+        ),
+        (
+            vec!["up", "--images", "nope", "--state", &fresh_state],
+            "invalid value 'nope' for '--images",
         ),
         (
             vec!["up", "--backend", "local", "--state", &under_a_file],

@@ -41,7 +41,8 @@ impl Up {
             run_id: String::new(),
         };
         let out = Command::new(chaos_bin())
-            .args(["up", "--backend", backend, "--state"])
+            // Offline images: tests never ask a registry.
+            .args(["up", "--backend", backend, "--images", "offline", "--state"])
             .arg(up.state())
             .arg("--stack-out")
             .arg(up.stack())

@@ -90,6 +90,9 @@ async fn sigint_mid_scenario_exits_2_and_leaves_nothing() {
             "run",
             "--backend",
             "docker",
+            // Tests never ask a registry.
+            "--images",
+            "offline",
             "--scenario",
             "client-stall",
             "--duration",
