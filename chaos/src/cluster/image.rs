@@ -1,6 +1,7 @@
 //! Images built from the binaries installed on this host.
 //!
-//! There is no registry to pull from, so every image is `FROM scratch` plus files copied from
+//! For when no registry answers (`--images offline`, or `auto` without the official images;
+//! see [`super::official`]): every image is `FROM scratch` plus files copied from
 //! this host to the paths they have here, with every shared library `ldd` lists (loader
 //! included), so binaries find what they were built to find. The build context is a tar
 //! made in memory (`Context`) and sent through the engine API.

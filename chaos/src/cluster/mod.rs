@@ -10,7 +10,7 @@
 //!   published on `127.0.0.1:<port>`; every resource labelled with [`LABEL_PROJECT`] and
 //!   [`LABEL_RUN`] so that [`docker::remove_labelled`] can always clean up.
 //! - [`image`]: builds `FROM scratch` images from the server binaries installed on this host
-//!   (there is no registry to pull from), cached by a content hash in the tag; also the
+//!   (the offline images, for when no registry answers), cached by a content hash in the tag; also the
 //!   offline stand-ins for the compose stack's official images (`chaos images`).
 //! - [`pg_image`]: the offline stand-in for `postgres:15`, from the installed PostgreSQL.
 //! - [`official`]: `--images auto|official|offline`: whether the docker backend runs the
