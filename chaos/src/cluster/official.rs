@@ -108,6 +108,10 @@ pub struct ImagePlan {
     pub toxiproxy: Option<String>,
     /// The PostgreSQL image; `None`: [`DEFAULT_POSTGRES_IMAGE`].
     pub postgres: Option<String>,
+    /// The run has clock faults: with [`ImageSource::Auto`], the server runs on the
+    /// offline image (it carries libfaketime) whenever this host has the server binary to
+    /// build it from, so that `auto` never costs a run its clock scenarios.
+    pub clock_faults: bool,
 }
 
 impl ImagePlan {
@@ -142,7 +146,8 @@ pub struct ImageArgs {
     /// Docker backend: `official` runs the nodes, the proxy and PostgreSQL on the official
     /// images (pulled when absent; clock faults are then not applicable: no libfaketime),
     /// `offline` on images built from the binaries installed here (Linux), `auto` the
-    /// official ones when present or pullable, else offline ones.
+    /// official ones when present or pullable, else offline ones (the server's offline one
+    /// whenever the run has clock faults and this host has the server binary).
     #[arg(long, value_enum, default_value_t = ImageSource::Auto)]
     pub images: ImageSource,
     /// The official server image [default: valkey/valkey:8, or redis:7 with --flavour redis].
@@ -164,6 +169,7 @@ impl ImageArgs {
             server: self.server_image.clone(),
             toxiproxy: self.toxiproxy_image.clone(),
             postgres: self.postgres_image.clone(),
+            clock_faults: false,
         }
     }
 
@@ -217,6 +223,14 @@ pub async fn resolve(
     flavour: Flavour,
 ) -> Result<Option<UsedImage>, ClusterError> {
     if plan.source == ImageSource::Offline {
+        return Ok(None);
+    }
+    if plan.source == ImageSource::Auto
+        && plan.clock_faults
+        && role == Role::Server
+        && super::binaries::locate_server(flavour).is_ok()
+    {
+        tracing::info!("clock faults wanted: the server runs on the offline image (libfaketime)");
         return Ok(None);
     }
     let name = plan.official_name(role, flavour);

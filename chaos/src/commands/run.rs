@@ -117,6 +117,7 @@ pub async fn run(args: RunArgs) -> u8 {
     cfg.lock = args.lock;
     cfg.stack = stack;
     cfg.images = args.images.plan();
+    cfg.images.clock_faults = cfg.scenarios.iter().any(|s| s.needs_clock_faults());
     cfg.command = std::env::args().collect::<Vec<_>>().join(" ");
     let stop = CancellationToken::new();
     let signals = {
