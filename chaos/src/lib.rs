@@ -12,6 +12,7 @@
 //! - [`run`]: `chaos run` — every scenario on one cluster, four modes at once, verdicts.
 //! - [`report`]: the `report.json` schema shared by the runner and the renderers.
 //! - [`checker`]: lost updates and exclusion violations, computed from a run's records.
+//! - [`schema`]: the JSON Schemas in `docs/schema/`, derived from the types above.
 
 pub mod bench;
 pub mod checker;
@@ -24,4 +25,5 @@ pub mod proxy;
 pub mod report;
 pub mod run;
 pub mod scenario;
+pub mod schema;
 pub mod workload;

@@ -118,6 +118,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
 
 use futures::FutureExt;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio::task::JoinSet;
 
@@ -287,7 +288,9 @@ impl Plan {
 /// on five disks do not have, and which dominates every client's latency alike (profiled:
 /// ~30 % of all CPU samples are valkey in `fdatasync`, acquire p50 roughly doubles).
 /// The default measures the clients; `always` measures this box's disk as well.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema, clap::ValueEnum,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum AppendFsync {
     /// Keep the cluster's `appendfsync always`.
@@ -384,7 +387,7 @@ impl BenchConfig {
 }
 
 /// One row of the table / one element of `cases` in the JSON.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Row {
     /// Case name (`healthy`, `healthy/acquire`, ...).
     pub case: String,
@@ -407,6 +410,7 @@ pub struct Row {
     /// Rounds this row aggregates (`--repeat`); p50, p99 and ops/s are the medians of the
     /// per-round values, samples, timeouts and errors their sums.
     #[serde(default = "one")]
+    #[schemars(range(min = 1))]
     pub rounds: usize,
     /// Lowest and highest per-round p50, µs (the spread "within noise" means).
     #[serde(default)]
@@ -452,7 +456,7 @@ impl Row {
 }
 
 /// One target: its value, the target as text, and whether it was met.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Ratio {
     /// The measured ratio (or value), `None` when a row is missing.
     pub value: Option<f64>,
@@ -465,7 +469,7 @@ pub struct Ratio {
 }
 
 /// The host, for reading numbers later.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct Machine {
     /// Logical CPUs available.
     pub cpus: usize,
@@ -487,11 +491,12 @@ pub struct Machine {
     pub appendfsync: AppendFsync,
     /// Rounds of every case (`--repeat`).
     #[serde(default = "one")]
+    #[schemars(range(min = 1))]
     pub repeat: usize,
 }
 
 /// The whole result (`--json`).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct BenchReport {
     /// Every row.
     pub cases: Vec<Row>,

@@ -11,6 +11,7 @@
 //! longest gap between grants during a minority fault is compared with the longest gap
 //! while the cluster was healthy, so a busy machine slows both alike.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::report::model::IDLE_FAULT_MIN_MS;
@@ -37,12 +38,12 @@ pub const GAP_FACTOR: u64 = 4;
 pub const GAP_FLOOR_MS: u64 = 1_000;
 
 /// How a mode's grants went around the faults of one scenario.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Recovery {
-    /// Heals of node faults followed by a grant, or by [`RESUME_LIMIT_MS`] of run without
+    /// Heals of node faults followed by a grant, or by [`RESUME_LIMIT_MS`] (3 s) of run without
     /// one (the rest came too close to the end to judge).
     pub heals: u64,
-    /// Of those, heals with no grant within [`RESUME_LIMIT_MS`].
+    /// Of those, heals with no grant within [`RESUME_LIMIT_MS`] (3 s).
     pub late: u64,
     /// The slowest resume: ms from a heal to the next grant (at most the limit when late).
     pub worst_resume_ms: Option<u64>,

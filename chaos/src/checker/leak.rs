@@ -20,6 +20,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// A key that has stood for this share of its TTL without its attempt being granted is
@@ -91,7 +92,7 @@ pub fn exempt(kind: &str) -> bool {
 }
 
 /// What the leak check found in one mode.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct LeakSummary {
     /// Reads of the mode's key that found it.
     pub samples: u64,

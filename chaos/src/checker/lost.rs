@@ -25,13 +25,14 @@
 
 use std::collections::{HashMap, HashSet};
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::history::{Op, OpKind, OpOutcome};
 use crate::workload::ledger::{Applied, ORIGIN};
 
 /// A write that erased a lost update.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Culprit {
     /// Its section.
     pub section: u64,
@@ -49,7 +50,7 @@ pub struct Culprit {
 }
 
 /// An acknowledged write the row did not keep.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct LostUpdate {
     /// Its section.
     pub section: u64,

@@ -1,9 +1,10 @@
 //! Per-run results and their summary over repeated runs.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// What one run of the counter workload did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct RunReport {
     /// Completed critical sections (the target).
     pub sections: u64,

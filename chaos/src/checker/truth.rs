@@ -38,6 +38,7 @@
 //! longer than it lives (a 1 % fast clock: 2 ms of a 200 ms TTL), and a validity too long
 //! by its drift allowance would pass.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Added to a read's completion + `PTTL` for the server's whole-millisecond clock: `PTTL`
@@ -281,7 +282,7 @@ fn quorum(nodes: usize) -> usize {
 
 /// A mode's server-truth numbers: how many grants were read, how many of them overstated
 /// their validity, and the margins' distribution.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct TruthSummary {
     /// Reads of a grant's keys: one right after each grant, one after a renewed
     /// section's `extend_for`.

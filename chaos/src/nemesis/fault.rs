@@ -21,6 +21,7 @@
 
 use std::fmt;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::connection::ConnectionFault;
@@ -37,11 +38,12 @@ impl fmt::Display for WorkerId {
 }
 
 /// How a partition is made.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum PartitionVia {
     /// Disable the node's proxy: workers are cut off, the node itself keeps running
     /// (both backends; needs the proxy layer).
+    #[default]
     Proxy,
     /// `docker network disconnect` the node's container (docker only): everything,
     /// proxy included, loses it.

@@ -14,11 +14,13 @@
 
 use std::collections::BTreeMap;
 
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
 
 use crate::checker::availability::Recovery;
 use crate::checker::leak::LeakSummary;
 use crate::checker::truth::TruthSummary;
+use crate::workload::Mode;
 
 pub use crate::checker::lost::{Culprit, LostUpdate};
 
@@ -26,22 +28,26 @@ pub use crate::checker::lost::{Culprit, LostUpdate};
 pub const REPORT_FILE: &str = "report.json";
 
 /// A whole run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ChaosReport {
     /// Schema version of this file.
+    #[schemars(extend("const" = crate::run::SCHEMA))]
     pub schema: u32,
     /// Run id (also the docker label value).
     pub run_id: String,
     /// Seed every random choice was derived from; rerun with `--seed` to repeat the faults.
     pub seed: u64,
-    /// `docker` or `local`.
+    /// Cluster backend: `docker` or `local` when the run brought its cluster up, `attached`
+    /// with `--stack`.
+    #[schemars(extend("enum" = ["docker", "local", "attached"]))]
     pub backend: String,
     /// The lock under test (`chaos run --lock`): `ours`, `rslock`, `plain` or a mutant.
     #[serde(default = "ours")]
     pub lock: String,
     /// `redis` or `valkey`.
+    #[schemars(extend("enum" = ["redis", "valkey"]))]
     pub flavour: String,
-    /// E.g. `valkey 8.1.8`.
+    /// E.g. `valkey 8.1.8`; empty when the cluster never came up.
     pub server_version: String,
     /// Number of primaries.
     pub nodes: usize,
@@ -77,7 +83,9 @@ fn ours() -> String {
 }
 
 /// Pass, fail, or the harness could not tell.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Outcome {
     /// Not played: a fault it needs cannot be applied to this cluster (an attached stack
@@ -111,7 +119,7 @@ impl Outcome {
 }
 
 /// A verdict and why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Verdict {
     /// Outcome.
     pub outcome: Outcome,
@@ -120,11 +128,12 @@ pub struct Verdict {
     /// Modes whose own checks failed (empty when the failure is not a mode's, e.g. the
     /// harness's; then every mode carries it).
     #[serde(default)]
+    #[schemars(with = "Vec<Mode>")]
     pub failed_modes: Vec<String>,
 }
 
 /// One scenario.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ScenarioReport {
     /// Scenario name, e.g. `kill-minority`.
     pub name: String,
@@ -140,14 +149,17 @@ pub struct ScenarioReport {
     /// `shared` (one client per mode) or `processes` (each worker a process of its own);
     /// empty in reports written before it was recorded.
     #[serde(default)]
+    #[schemars(extend("enum" = ["", "per-worker", "shared", "processes"]))]
     pub clients: String,
     /// Faults as actually applied and healed.
     pub faults: Vec<FaultWindow>,
-    /// Per mode: `none`, `write_only`, `claim_first`.
+    /// Per mode: `none`, `checked`, `write_only`, `claim_first`.
+    #[schemars(schema_with = "by_mode::<ModeReport>")]
     pub modes: BTreeMap<String, ModeReport>,
     /// The verdict against `expected`.
     pub verdict: Verdict,
     /// What happened when, per mode (same keys as `modes`).
+    #[schemars(schema_with = "by_mode::<ModeTimeline>")]
     pub timeline: BTreeMap<String, ModeTimeline>,
     /// The history's file, relative to the report directory (`null`: none was recorded).
     #[serde(default)]
@@ -157,14 +169,24 @@ pub struct ScenarioReport {
     pub ops: Vec<crate::checker::history::Op>,
 }
 
+/// The schema of a map keyed by mode name (`none`, `checked`, ...).
+fn by_mode<V: JsonSchema>(generator: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "object",
+        "propertyNames": generator.subschema_for::<Mode>(),
+        "additionalProperties": generator.subschema_for::<V>()
+    })
+}
+
 /// One fault as applied.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct FaultWindow {
     /// E.g. `kill`, `freeze`, `partition`, `slow`, `clock-jump`, `client-stall`.
     pub kind: String,
     /// Human detail, e.g. `+50ms ±10ms` or `offset +20s`.
     pub detail: String,
     /// `n0`…`n4` for nodes, `w0`… for workers.
+    #[schemars(inner(pattern("^[nw][0-9]+$")))]
     pub targets: Vec<String>,
     /// When it took effect.
     pub start_ms: u64,
@@ -173,7 +195,7 @@ pub struct FaultWindow {
 }
 
 /// The summary of one mode in one scenario.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ModeReport {
     /// The lock this mode ran on (`ours`, `plain`, ...): the lock under test, or the
     /// rig's plain lock for a must-show scenario's canary (`none`); empty in older reports.
@@ -217,7 +239,7 @@ pub struct ModeReport {
     /// Times a worker paused itself while holding a lease (`client-pause`).
     #[serde(default)]
     pub pauses: u64,
-    /// Scheduled node faults of at least [`IDLE_FAULT_MIN_MS`] during which this mode was
+    /// Scheduled node faults of at least [`IDLE_FAULT_MIN_MS`] (2 s) during which this mode was
     /// granted no section that completed (the lock was not available while they lasted).
     #[serde(default)]
     pub idle_fault_windows: u64,
@@ -245,7 +267,8 @@ pub struct ModeReport {
     pub leaks: LeakSummary,
     /// Renewed grants whose renewer announced a validity (`status()`: held until *t*) and
     /// later a shorter one while still holding: a holder that read the first worked past
-    /// the keys' end. Watched every [`RENEWAL_WATCH_TICK_MS`] through each renewed section.
+    /// the keys' end. Watched every [`RENEWAL_WATCH_TICK_MS`] (5 ms) through each renewed
+    /// section.
     #[serde(default)]
     pub validity_cuts: u64,
     /// How soon grants resumed after each heal, and the longest gap between grants during a
@@ -279,7 +302,7 @@ impl ModeReport {
 }
 
 /// What one mode did over time, for the timeline.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ModeTimeline {
     /// Every grant: who held the lock, from when to when.
     pub grants: Vec<GrantSpan>,
@@ -304,7 +327,7 @@ pub struct ModeTimeline {
 }
 
 /// A worker stopped (paused itself) and resumed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct PauseSpan {
     /// Worker index.
     pub worker: usize,
@@ -315,7 +338,7 @@ pub struct PauseSpan {
 }
 
 /// A grant whose token did not increase.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct FenceMark {
     /// Worker index.
     pub worker: usize,
@@ -328,7 +351,7 @@ pub struct FenceMark {
 }
 
 /// One grant.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct GrantSpan {
     /// Worker index.
     pub worker: usize,
@@ -354,7 +377,7 @@ pub struct GrantSpan {
 }
 
 /// A refused write.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct RejectedWrite {
     /// Worker index.
     pub worker: usize,
@@ -365,7 +388,7 @@ pub struct RejectedWrite {
 }
 
 /// Two grants that overlapped.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ViolationMark {
     /// The earlier grant's worker.
     pub first_worker: usize,
@@ -378,7 +401,7 @@ pub struct ViolationMark {
 }
 
 /// One acquire attempt.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct LatencySample {
     /// When it finished.
     pub at_ms: Ms,
@@ -389,7 +412,7 @@ pub struct LatencySample {
 }
 
 /// The counter against what it should be.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct CounterSample {
     /// When sampled.
     pub at_ms: Ms,
@@ -404,8 +427,11 @@ pub use self::f64_ms::Ms;
 /// Millisecond timestamps with microsecond resolution, stored as integers of µs in memory
 /// but written as fractional milliseconds so the JSON reads naturally.
 pub mod f64_ms {
-    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use std::borrow::Cow;
     use std::time::Duration;
+
+    use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
     /// Milliseconds since the scenario start, µs resolution.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -426,6 +452,20 @@ pub mod f64_ms {
     impl Serialize for Ms {
         fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
             s.serialize_f64(self.as_ms())
+        }
+    }
+
+    impl JsonSchema for Ms {
+        fn schema_name() -> Cow<'static, str> {
+            "Ms".into()
+        }
+
+        fn json_schema(_: &mut SchemaGenerator) -> Schema {
+            json_schema!({
+                "description": "Milliseconds since the scenario's start, µs resolution.",
+                "type": "number",
+                "minimum": 0
+            })
         }
     }
 

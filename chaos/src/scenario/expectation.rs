@@ -5,9 +5,11 @@
 //! `unavailable-but-safe`, `lock-holds`, `tokens-grow`, `may-violate-fencing-holds`,
 //! `must-show-lost-update` or `must-show-exclusion-violation`.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::str::FromStr;
 
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// What a correct lock + fenced resource must show under a scenario.
@@ -136,6 +138,21 @@ impl FromStr for Expectation {
 impl Serialize for Expectation {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(self.name())
+    }
+}
+
+/// Its names, each with what it demands.
+impl JsonSchema for Expectation {
+    fn schema_name() -> Cow<'static, str> {
+        "Expectation".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        let names: Vec<serde_json::Value> = Expectation::ALL
+            .iter()
+            .map(|e| serde_json::json!({ "const": e.name(), "description": e.describe() }))
+            .collect();
+        json_schema!({ "type": "string", "oneOf": names })
     }
 }
 

@@ -67,6 +67,7 @@ use std::time::Duration;
 
 use rand::SeedableRng;
 use rand::rngs::StdRng;
+use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize};
 
 pub use expectation::{Anomaly, Expectation};
@@ -89,11 +90,14 @@ pub struct Shape {
 
 /// A scenario: its faults and what the run should show. Built-ins are in [`SCENARIOS`];
 /// files deserialize into this (unknown fields are refused).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+// `validate::check`: exactly one of the two.
+#[schemars(extend("oneOf" = [{ "required": ["recipe"] }, { "required": ["timeline"] }]))]
 pub struct Scenario {
     /// E.g. `"kill-minority"` (letters, digits, `-`, `_`, `.`).
     #[serde(deserialize_with = "name")]
+    #[schemars(pattern(validate::NAME_PATTERN))]
     pub name: String,
     /// One line: what happens.
     #[serde(default)]
@@ -106,6 +110,7 @@ pub struct Scenario {
     /// Probability that a worker pauses itself right before its write, while it holds the
     /// lease (0: never); see [`crate::run::pause`].
     #[serde(default, deserialize_with = "rate")]
+    #[schemars(range(min = 0, max = 1))]
     pub pause_rate: f64,
     /// Kleppmann's amnesia case, driven by the workload's events rather than a timeline:
     /// worker 0 of each mode reaches only a bare majority, and one node of it restarts

@@ -12,10 +12,12 @@
 //! a fraction outside `[0, 1]`, a duration without a unit) are refused while parsing, so a
 //! file's error points at the line that holds them.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::marker::PhantomData;
 use std::time::Duration;
 
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::de::{self, IntoDeserializer, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -56,6 +58,23 @@ impl Serialize for Work {
     }
 }
 
+impl JsonSchema for Work {
+    fn schema_name() -> Cow<'static, str> {
+        "Work".into()
+    }
+
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        let duration = generator.subschema_for::<human_duration::HumanDuration>();
+        json_schema!({
+            "description": "How long a critical section works: `run` (the run's `--work`), `to-validity`, `renewed`, or a duration such as `100ms`.",
+            "anyOf": [
+                { "enum": ["run", "to-validity", "renewed"] },
+                duration
+            ]
+        })
+    }
+}
+
 impl<'de> Deserialize<'de> for Work {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;
@@ -76,7 +95,7 @@ impl<'de> Deserialize<'de> for Work {
 
 /// How a mode's in-process workers reach the nodes. In files: `"per-worker"` (the default)
 /// or `"shared"`. Worker processes (client stalls and pauses) always have their own.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 #[non_exhaustive]
 pub enum Clients {
@@ -102,10 +121,13 @@ impl Clients {
 
 /// Seeded fault windows: per window, one of `faults` (drawn when there are several), its
 /// parameters, then its targets by `targets`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(try_from = "RawRecipe")]
+// The schema of these fields, as `RawRecipe` reads them (no unknown ones).
+#[schemars(!try_from, deny_unknown_fields)]
 pub struct Recipe {
     /// Fault kinds to draw from, each with its parameter ranges.
+    #[schemars(length(min = 1))]
     pub faults: Vec<FaultSpec>,
     /// Whom each window's fault hits.
     pub targets: TargetRule,
@@ -114,8 +136,10 @@ pub struct Recipe {
 }
 
 /// One fault at a fixed time on an explicit timeline.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(try_from = "RawTimedFault")]
+// The schema of these fields, as `RawTimedFault` reads them (no unknown ones).
+#[schemars(!try_from, deny_unknown_fields)]
 pub struct TimedFault {
     /// What (parameter ranges are drawn from the scenario's seed).
     pub fault: FaultSpec,
@@ -123,9 +147,11 @@ pub struct TimedFault {
     pub targets: TargetRule,
     /// Applied at, since the run's start (`"2s"`).
     #[serde(with = "human_duration")]
+    #[schemars(with = "human_duration::HumanDuration")]
     pub start: Duration,
-    /// Healed at (`"6s"`); at most the run's `--duration`.
+    /// Healed at (`"6s"`), after `start`; at most the run's `--duration`.
     #[serde(with = "human_duration")]
+    #[schemars(with = "human_duration::HumanDuration")]
     pub end: Duration,
 }
 
@@ -183,7 +209,7 @@ impl TryFrom<RawTimedFault> for TimedFault {
 /// How a [`Recipe`] lays its windows (see [`crate::nemesis::schedule::windows`]): lengths
 /// and gaps as fractions of the run, so the shape is the same for a 10 s test and a 10 min
 /// soak, and an absolute cap on each fault.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WindowSpec {
     /// Fault length, as a fraction of the run: `[0.08, 0.2]`.
@@ -192,6 +218,7 @@ pub struct WindowSpec {
     pub off: Fractions,
     /// No fault lasts longer than this (`"60s"`).
     #[serde(with = "human_duration")]
+    #[schemars(with = "human_duration::HumanDuration")]
     pub max_on: Duration,
 }
 
@@ -207,8 +234,11 @@ impl WindowSpec {
 }
 
 /// A fault kind with parameter ranges; `kind` names it, as in the report.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "kebab-case", try_from = "RawFaultSpec")]
+// The schema of the variants, per kind: `RawFaultSpec` reads one flat table, but refuses a
+// parameter of another kind and asks for the missing ones, so it reads the same documents.
+#[schemars(!try_from, deny_unknown_fields)]
 #[non_exhaustive]
 pub enum FaultSpec {
     /// SIGKILL; heal: start again with its AOF.
@@ -222,6 +252,7 @@ pub enum FaultSpec {
     /// Cut workers off the node.
     Partition {
         /// `proxy` (both backends) or `network` (docker only); default `proxy`.
+        #[schemars(default)]
         via: PartitionVia,
     },
     /// Connections stay open, data vanishes both ways.
@@ -231,6 +262,7 @@ pub enum FaultSpec {
         /// Added delay, milliseconds: `[100, 800]` or one value.
         latency_ms: ValueRange<u64>,
         /// Random ± spread, in percent of the drawn latency (0-100; default 0).
+        #[schemars(default, range(max = 100))]
         jitter_pct: u64,
     },
     /// The node's wall clock jumps by `offset_s` seconds (Valkey only).
@@ -312,7 +344,7 @@ impl TryFrom<RawFaultSpec> for FaultSpec {
             Kind::RestartWipe => FaultSpec::RestartWipe {},
             Kind::Freeze => FaultSpec::Freeze {},
             Kind::Partition => FaultSpec::Partition {
-                via: r.via.unwrap_or(PartitionVia::Proxy),
+                via: r.via.unwrap_or_default(),
             },
             Kind::BlackHole => FaultSpec::BlackHole {},
             Kind::Slow => FaultSpec::Slow {
@@ -401,7 +433,7 @@ impl FaultSpec {
 
 /// Whom a fault hits. In files: `"one"`, `"one-of-minority"`, `"minority"`, `"majority"`,
 /// `"all"`, `"one-worker"`, or an explicit `{ nodes = [0, 2] }` / `{ workers = [1] }`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 #[non_exhaustive]
 pub enum TargetRule {
@@ -416,11 +448,11 @@ pub enum TargetRule {
     /// Every node.
     All,
     /// These nodes (indexes from 0; must exist in the run).
-    Nodes(Vec<usize>),
+    Nodes(#[schemars(length(min = 1))] Vec<usize>),
     /// One random worker (client-side faults).
     OneWorker,
     /// These workers (indexes from 0; must exist in the run).
-    Workers(Vec<usize>),
+    Workers(#[schemars(length(min = 1))] Vec<usize>),
 }
 
 impl TargetRule {
@@ -454,6 +486,26 @@ impl<T: Serialize + PartialEq> Serialize for ValueRange<T> {
         } else {
             [&self.lo, &self.hi].serialize(s)
         }
+    }
+}
+
+impl<T: JsonSchema> JsonSchema for ValueRange<T> {
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn schema_name() -> Cow<'static, str> {
+        format!("ValueRange_of_{}", T::schema_name()).into()
+    }
+
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        let one = generator.subschema_for::<T>();
+        json_schema!({
+            "anyOf": [
+                one,
+                { "type": "array", "items": one, "minItems": 2, "maxItems": 2 }
+            ]
+        })
     }
 }
 
@@ -540,6 +592,22 @@ impl Serialize for Fractions {
     }
 }
 
+impl JsonSchema for Fractions {
+    fn schema_name() -> Cow<'static, str> {
+        "Fractions".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "description": "A range of fractions of the run, `[lo, hi]` with `0 ≤ lo ≤ hi ≤ 1`.",
+            "type": "array",
+            "items": { "type": "number", "minimum": 0, "maximum": 1 },
+            "minItems": 2,
+            "maxItems": 2
+        })
+    }
+}
+
 impl<'de> Deserialize<'de> for Fractions {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let [lo, hi] = <[f64; 2]>::deserialize(d)?;
@@ -549,9 +617,27 @@ impl<'de> Deserialize<'de> for Fractions {
 
 /// Durations as humantime strings: `"60s"`, `"1m 30s"`, `"250ms"`.
 pub(crate) mod human_duration {
+    use std::borrow::Cow;
     use std::time::Duration;
 
+    use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
     use serde::{Deserialize, Deserializer, Serializer, de};
+
+    /// The schema of a duration written this way (`#[schemars(with = ...)]`).
+    pub(crate) struct HumanDuration;
+
+    impl JsonSchema for HumanDuration {
+        fn schema_name() -> Cow<'static, str> {
+            "Duration".into()
+        }
+
+        fn json_schema(_: &mut SchemaGenerator) -> Schema {
+            json_schema!({
+                "description": "A duration with a unit: `60s`, `250ms`, `1m 30s`.",
+                "type": "string"
+            })
+        }
+    }
 
     pub(crate) fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&humantime::format_duration(*d).to_string())

@@ -72,6 +72,9 @@ pub fn check(s: &Scenario) -> Result<(), SpecError> {
     Ok(())
 }
 
+/// What [`check_name`] accepts, as the scenario schema's `pattern`.
+pub(crate) const NAME_PATTERN: &str = "^[A-Za-z0-9._-]+$";
+
 /// Names go into resource keys and reports.
 pub(crate) fn check_name(name: &str) -> Result<(), String> {
     if name.is_empty()

@@ -3,10 +3,13 @@
 use std::time::Duration;
 
 use rand::Rng;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// How a critical section writes the counter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema, clap::ValueEnum,
+)]
 #[serde(rename_all = "snake_case")]
 #[value(rename_all = "snake_case")]
 pub enum Mode {

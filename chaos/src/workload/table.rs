@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fenced_redlock::pg::CounterTable;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio::sync::Semaphore;
 
@@ -52,9 +53,10 @@ pub struct TableConfig {
 }
 
 /// One rate and mode with its runs (the JSON row).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Row {
     /// Stall probability.
+    #[schemars(range(min = 0, max = 1))]
     pub stall_rate: f64,
     /// Mode.
     pub mode: Mode,
@@ -63,7 +65,7 @@ pub struct Row {
 }
 
 /// A finished table (the JSON document).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TableResult {
     /// Table seed.
     pub seed: u64,
