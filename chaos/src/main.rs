@@ -15,6 +15,8 @@
 //! - `chaos run`: every scenario end to end with verdicts (see the library's `run`).
 //! - `chaos worker` (hidden): one worker process of `chaos run`.
 //! - `chaos toxiproxy-health` (hidden): the offline proxy image's health check.
+//! - `chaos schema --write DIR` (hidden): write the JSON Schemas of `docs/schema/` (see the
+//!   library's `schema`).
 //!
 //! # Exit codes (the CI contract)
 //! | code | meaning |
@@ -99,6 +101,29 @@ enum Command {
     /// proxy image's health check, standing in for `toxiproxy-cli list`).
     #[command(hide = true)]
     ToxiproxyHealth(ToxiproxyHealthArgs),
+    /// Write the JSON Schemas of report.json, the bench and fencing-table JSON and scenario
+    /// files, derived from their types (internal: `chaos schema --write docs/schema`
+    /// regenerates the committed ones).
+    #[command(hide = true)]
+    Schema(SchemaArgs),
+}
+
+#[derive(Debug, Args)]
+struct SchemaArgs {
+    /// Directory to write `report.schema.json`, `bench.schema.json`,
+    /// `fencing-table.schema.json` and `scenario.schema.json` into.
+    #[arg(long, value_name = "DIR")]
+    write: PathBuf,
+}
+
+fn schema(args: SchemaArgs) -> Result<(), Box<dyn std::error::Error>> {
+    checks::writable_dir("--write", &args.write)?;
+    std::fs::create_dir_all(&args.write)?;
+    redlock_chaos::schema::write(&args.write)?;
+    for doc in redlock_chaos::schema::Document::ALL {
+        redlock_chaos::outln!("{}", args.write.join(doc.file_name()).display());
+    }
+    Ok(())
 }
 
 #[derive(Debug, Args)]
@@ -444,6 +469,7 @@ async fn main() -> ExitCode {
         Command::Run(args) => return ExitCode::from(run_cmd::run(args).await),
         Command::Worker(args) => return ExitCode::from(worker_proc::serve(args).await),
         Command::Scenarios(args) => scenarios(args),
+        Command::Schema(args) => schema(args),
         Command::FencingTable(args) => {
             return match fencing_table::run(args).await {
                 Ok(outcome) => {
