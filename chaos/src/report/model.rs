@@ -65,15 +65,17 @@ pub struct ChaosReport {
 }
 
 /// One container image a run started.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct RunImage {
     /// `server`, `proxy` or `postgres`.
+    #[schemars(extend("enum" = ["server", "proxy", "postgres"]))]
     pub role: String,
     /// The name it was started by, e.g. `valkey/valkey:8` or `redlock-chaos-valkey:<hash>`.
     pub name: String,
     /// The engine's image id (`sha256:…`).
     pub id: String,
     /// `official` (`--images official`/`auto`) or `offline` (built from this host's binaries).
+    #[schemars(extend("enum" = ["official", "offline"]))]
     pub source: String,
 }
 
