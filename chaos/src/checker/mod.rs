@@ -12,6 +12,8 @@
 //!   attempt should have removed them.
 //! - [`history`]: the history, Jepsen-style: every operation with its invoke and complete
 //!   times, outcome (ok / fail / info) and values; JSON lines.
+//! - [`quorum_probe`]: acquires the rig makes itself while exactly `N − quorum` nodes are
+//!   down: the lock must grant them (an off-by-one in "quorum still possible" does not).
 //! - [`lost`](mod@lost): lost updates by name, each with the write that erased it, replayed from the
 //!   resource's log.
 
@@ -21,6 +23,7 @@ pub mod fence;
 pub mod history;
 pub mod leak;
 pub mod lost;
+pub mod quorum_probe;
 pub mod report;
 pub mod stale;
 pub mod truth;

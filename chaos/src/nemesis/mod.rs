@@ -30,5 +30,5 @@ pub use apply::{WorkerControl, apply, heal};
 pub use connection::{ConnectionFault, ConnectionKind};
 pub use error::NemesisError;
 pub use fault::{Fault, PartitionVia, Target, Targets, WorkerId};
-pub use runner::{FaultRecord, Nemesis, NemesisReport};
+pub use runner::{ActiveFaults, FaultRecord, Nemesis, NemesisReport};
 pub use schedule::{Schedule, ScheduledFault};

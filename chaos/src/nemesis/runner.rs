@@ -83,6 +83,21 @@ impl NemesisReport {
 }
 
 /// Runs schedules against one cluster.
+/// The faults in effect, read from another task ([`Nemesis::active_faults`]): a fault is on
+/// the list from just before its verb runs until just before its heal.
+#[derive(Debug, Clone)]
+pub struct ActiveFaults(Arc<Mutex<Vec<Active>>>);
+
+impl ActiveFaults {
+    /// `(schedule index, fault, target)` of every fault in effect now.
+    pub fn now(&self) -> Vec<(usize, Fault, Target)> {
+        lock(&self.0)
+            .iter()
+            .map(|a| (a.index, a.fault, a.target))
+            .collect()
+    }
+}
+
 #[derive(Debug)]
 pub struct Nemesis<C: Cluster + 'static> {
     cluster: Arc<C>,
@@ -222,10 +237,12 @@ impl<C: Cluster + 'static> Nemesis<C> {
 
     /// Faults in effect now, as `(schedule index, fault, target)`.
     pub fn active(&self) -> Vec<(usize, Fault, Target)> {
-        lock(&self.active)
-            .iter()
-            .map(|a| (a.index, a.fault, a.target))
-            .collect()
+        self.active_faults().now()
+    }
+
+    /// A handle that lists the faults in effect, for a task running beside the nemesis.
+    pub fn active_faults(&self) -> ActiveFaults {
+        ActiveFaults(self.active.clone())
     }
 
     /// Heal everything active (waiting first for a dropped run's heal task). Returns what

@@ -122,6 +122,7 @@ mod tests {
             },
             timeline: BTreeMap::new(),
             history: None,
+            quorum_probe: None,
             ops: Vec::new(),
         }
     }

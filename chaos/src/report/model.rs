@@ -166,6 +166,10 @@ pub struct ScenarioReport {
     /// The history's file, relative to the report directory (`null`: none was recorded).
     #[serde(default)]
     pub history: Option<String>,
+    /// The rig's own acquires while exactly `N − quorum` nodes were down (`null`: the lock
+    /// under test is not ours, or the scenario was not played).
+    #[serde(default)]
+    pub quorum_probe: Option<crate::checker::quorum_probe::QuorumProbe>,
     /// The history itself: written to `history` beside the report, never into it.
     #[serde(skip)]
     pub ops: Vec<crate::checker::history::Op>,

@@ -295,6 +295,7 @@ mod tests {
             },
             timeline: BTreeMap::new(),
             history: None,
+            quorum_probe: None,
             ops: Vec::new(),
         };
         obs.scenario_finished(&report);
@@ -334,6 +335,7 @@ mod tests {
             },
             timeline: BTreeMap::new(),
             history: None,
+            quorum_probe: None,
             ops: Vec::new(),
         });
         // Started as scenario 2 of 3 (index 1); finishing it counts it done.

@@ -38,6 +38,7 @@ pub mod needs;
 pub mod path_probe;
 pub mod pause;
 pub mod play;
+pub mod quorum_probe;
 pub mod record;
 pub mod split;
 pub mod suite;
@@ -299,6 +300,7 @@ fn unknown(s: &Scenario, cfg: &RunConfig, reason: String) -> ScenarioReport {
         },
         timeline: Default::default(),
         history: None,
+        quorum_probe: None,
         ops: Vec::new(),
     }
 }

@@ -27,10 +27,11 @@ use super::clock::{ScenarioClock, monotonic_ns};
 use super::faults::{clock_rates, fault_windows};
 use super::leaks;
 use super::pause::PausePlan;
+use super::quorum_probe;
 use super::record::{FinalRead, ModeRecord};
 use super::split;
 use super::suite;
-use super::verdict::{Promises, verdict_for};
+use super::verdict::{Promises, judge_quorum_probe, verdict_for};
 use super::worker_proc::{self, ProcessControl};
 use crate::checker::availability::{idle_fault_windows, recovery};
 use crate::checker::history::OpKind;
@@ -136,6 +137,7 @@ pub(crate) async fn play(
             verdict,
             timeline,
             history: None,
+            quorum_probe: None,
             ops: Vec::new(),
         }
     };
@@ -246,6 +248,15 @@ pub(crate) async fn play(
     if processes {
         nemesis = nemesis.with_workers(control.clone(), w);
     }
+    let prober = quorum_probe::applies(env.cfg.lock).then(|| {
+        tokio::spawn(quorum_probe::run(
+            env.worker_urls.clone(),
+            nemesis.active_faults(),
+            clock,
+            duration,
+            worker_stop.clone(),
+        ))
+    });
     let nemesis_t0 = clock.offset(Instant::now());
     let nemesis_run = nemesis.run_until(&schedule, stop.cancelled());
     tokio::pin!(nemesis_run);
@@ -336,6 +347,14 @@ pub(crate) async fn play(
             Err(e) => harness.push(format!("the amnesia trigger failed: {e}")),
         }
     }
+    let quorum_probe = match prober {
+        None => None,
+        Some(p) => match p.await {
+            Ok(Ok(probe)) => Some(probe),
+            Ok(Err(e)) => harness_none(&mut harness, e),
+            Err(e) => harness_none(&mut harness, format!("the quorum probe failed: {e}")),
+        },
+    };
     let unhealed = nemesis.heal_all().await;
     harness.extend(unhealed.iter().map(|u| format!("left unhealed: {u}")));
     // Every event must be in: a Grant left in the channel would be a grant unchecked.
@@ -440,6 +459,8 @@ pub(crate) async fn play(
         }
     }
     let mut r = report(harness, faults, modes, timeline);
+    judge_quorum_probe(&mut r.verdict, scenario.expectation, quorum_probe.as_ref());
+    r.quorum_probe = quorum_probe;
     r.history = Some(format!("history/{index:03}-{}.jsonl", scenario.name));
     r.ops = history;
     r

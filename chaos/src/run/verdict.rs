@@ -11,6 +11,10 @@
 //! | must show X | every mode: sections > 0; `none`, the canary, runs on the rig's plain lock and shows X (a lost update, or an exclusion violation) — else the rig is blind, and the verdict unknown; the other modes run the lock under test: for a lost update, the lock holds as above; for an exclusion violation, fencing tokens still grow (except across amnesia within the TTL: `amnesia-split`); claim_first lost 0; the rest is reported | claim_first lost anything, (lost update) the lock did not hold, or (exclusion violation) a token did not grow |
 //!
 //!
+//! Safe and available, besides: the rig's own uncontended acquires while exactly
+//! `N − quorum` nodes were down are granted at least half the time
+//! ([`crate::checker::quorum_probe`]; ours only; reported in other scenarios).
+//!
 //! Every scenario, every mode: no key of a never-granted attempt may stand for 80 % of its
 //! TTL on a node whose faults keep one connection's requests in order ([`crate::checker::leak`]);
 //! a failed attempt must remove its keys wherever they may be.
@@ -43,6 +47,7 @@
 use std::collections::BTreeMap;
 
 use crate::checker::availability::{GAP_FACTOR, GAP_FLOOR_MS, RESUME_LIMIT_MS};
+use crate::checker::quorum_probe::QuorumProbe;
 use crate::report::model::IDLE_FAULT_MIN_MS;
 use crate::report::{ModeReport, Outcome, Verdict};
 use crate::scenario::{Anomaly, Expectation};
@@ -570,6 +575,32 @@ pub fn verdict_for(
         reasons,
         failed_modes,
     }
+}
+
+/// Adds the quorum probe ([`crate::checker::quorum_probe`]) to `v`: judged where the
+/// expectation promises availability through a minority fault, reported elsewhere, and
+/// not mentioned when the probe did not run or found no window to probe.
+pub fn judge_quorum_probe(v: &mut Verdict, expectation: Expectation, probe: Option<&QuorumProbe>) {
+    let Some(p) = probe.filter(|p| p.tried > 0) else {
+        return;
+    };
+    let line = if expectation != Expectation::SafeAndAvailable {
+        format!("reported: {}", p.describe())
+    } else if p.holds() {
+        format!("ok: {}", p.describe())
+    } else {
+        v.outcome = v.outcome.worst(Outcome::Fail);
+        format!("FAILED: {}", p.describe())
+    };
+    // Beside the other checks, before the reported numbers.
+    let at = v
+        .reasons
+        .iter()
+        .position(|r| {
+            !(r.starts_with("ok:") || r.starts_with("FAILED:") || r.starts_with("harness:"))
+        })
+        .unwrap_or(v.reasons.len());
+    v.reasons.insert(at, line);
 }
 
 #[cfg(test)]
@@ -1257,5 +1288,53 @@ mod tests {
             verdict(Expectation::SafeAndAvailable, &violated, &unread_row, true).outcome,
             Outcome::Fail
         );
+    }
+
+    #[test]
+    fn the_quorum_probe_fails_a_lock_that_gives_up_at_the_edge_and_only_where_availability_is_promised()
+     {
+        let probe = |granted: u64, tried: u64| QuorumProbe {
+            down: 2,
+            nodes: 5,
+            windows: 2,
+            tried,
+            granted,
+            failures: Vec::new(),
+        };
+        let pass = || Verdict {
+            outcome: Outcome::Pass,
+            reasons: vec![
+                "ok: none: 0 exclusion violations".into(),
+                "reported: none lost 0".into(),
+            ],
+            failed_modes: Vec::new(),
+        };
+        let mut v = pass();
+        judge_quorum_probe(&mut v, Expectation::SafeAndAvailable, Some(&probe(1, 8)));
+        assert_eq!(v.outcome, Outcome::Fail);
+        assert!(
+            v.reasons[1].starts_with("FAILED: quorum probe: 1 of 8"),
+            "{:?}",
+            v.reasons
+        );
+        assert_eq!(v.reasons.len(), 3);
+
+        let mut v = pass();
+        judge_quorum_probe(&mut v, Expectation::SafeAndAvailable, Some(&probe(7, 8)));
+        assert_eq!(v.outcome, Outcome::Pass);
+        assert!(v.reasons[1].starts_with("ok: quorum probe: 7 of 8"));
+
+        // Elsewhere a majority may be down with it, or a guard may rightly refuse: reported.
+        let mut v = pass();
+        judge_quorum_probe(&mut v, Expectation::LockHolds, Some(&probe(0, 8)));
+        assert_eq!(v.outcome, Outcome::Pass);
+        assert!(v.reasons[1].starts_with("reported: quorum probe"));
+
+        // Nothing probed, or no probe: nothing said.
+        for p in [None, Some(probe(0, 0))] {
+            let mut v = pass();
+            judge_quorum_probe(&mut v, Expectation::SafeAndAvailable, p.as_ref());
+            assert_eq!(v, pass());
+        }
     }
 }

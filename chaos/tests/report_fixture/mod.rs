@@ -273,6 +273,7 @@ pub fn scenario(name: &str, seed: u64, grants_per_mode: usize, failing: bool) ->
         verdict,
         timeline,
         history: Some(format!("history/000-{name}.jsonl")),
+        quorum_probe: None,
         ops: Vec::new(),
     }
 }
