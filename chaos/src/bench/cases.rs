@@ -239,6 +239,8 @@ pub async fn acquire_only(
 /// Hand-off: `holders[i]` and `waiters[i]` are two instances of the same client kind (two
 /// processes, in effect). `t` is taken just before the holder's release is called, `t′`
 /// when the waiter's acquire returns; the waiter has been waiting for 20–40 ms by then.
+/// The row's CPU per operation is this process's CPU time per measured hand-off: the
+/// holder's acquire and release and the waiter's wait, acquire and release, together.
 pub async fn handoff(holders: &[Client], waiters: &[Client], plan: &Plan) -> Vec<Row> {
     let mut rows = Vec::new();
     for (holder, waiter) in holders.iter().zip(waiters) {
@@ -249,6 +251,13 @@ pub async fn handoff(holders: &[Client], waiters: &[Client], plan: &Plan) -> Vec
         let mut s = Samples::default();
         let mut note = None;
         for i in 0..plan.handoff_warmup + plan.handoff {
+            // Only the measured hand-offs, each whole: holder and waiter run in this
+            // process and nothing else does meanwhile.
+            let cpu_before = if i >= plan.handoff_warmup {
+                super::stats::process_cpu()
+            } else {
+                None
+            };
             let held =
                 match tokio::time::timeout(plan.cap, holder.acquire(&resource, plan.ttl)).await {
                     Ok(Ok(h)) => h,
@@ -297,6 +306,9 @@ pub async fn handoff(holders: &[Client], waiters: &[Client], plan: &Plan) -> Vec
                     s.errors += 1;
                     note.get_or_insert_with(|| format!("waiter task: {e}"));
                 }
+            }
+            if let (Some(before), Some(after)) = (cpu_before, super::stats::process_cpu()) {
+                *s.cpu.get_or_insert(Duration::ZERO) += after.saturating_sub(before);
             }
             if s.timeouts >= plan.max_timeouts {
                 note = Some(format!("stopped after {} timeouts", s.timeouts));

@@ -418,9 +418,14 @@ pub struct Row {
     /// Lowest and highest per-round ops/s.
     #[serde(default)]
     pub ops_range: Option<[f64; 2]>,
-    /// This process's CPU time per operation, µs (throughput and transport rows: the
-    /// clients take turns, so it is the client's cost plus the runtime's; one at a time,
-    /// in `transport/latency`, that includes the worker threads' sleeps and wake-ups).
+    /// This process's CPU time per operation, µs: the client's cost plus the runtime's
+    /// (the clients take turns; one at a time, in the latency loops, that includes the
+    /// worker threads' sleeps and wake-ups). In `healthy`, `hand-off` (per hand-off, holder
+    /// and waiter together), `throughput`, `transport/*` and `durable/*` rows. Not where
+    /// other work in this process would be billed to the client: the slow-node rows (the
+    /// proxy runs in this process), the acquire-only rows (a lane's detached releases
+    /// finish during the next lane's turn) and the fencing table (a whole workload and
+    /// checker, not lock operations).
     #[serde(default)]
     pub cpu_us_per_op: Option<f64>,
 }
@@ -798,7 +803,10 @@ async fn cases_on(
 
     if on(Case::Healthy) {
         progress.case("healthy");
-        let mut healthy: Vec<Lane> = direct.iter().map(|c| Lane::new("healthy", c)).collect();
+        let mut healthy: Vec<Lane> = direct
+            .iter()
+            .map(|c| Lane::new("healthy", c).with_cpu())
+            .collect();
         cases::latency(&mut healthy, plan.healthy, plan.warmup, plan).await;
         rows.extend(healthy.iter().map(Lane::row));
         progress.done();
@@ -963,7 +971,10 @@ async fn durable_case(
                 set_appendfsync(url, policy).await?;
             }
             let case = format!("durable/{}", policy.as_str());
-            let mut lanes: Vec<Lane> = clients.iter().map(|c| Lane::new(&case, c)).collect();
+            let mut lanes: Vec<Lane> = clients
+                .iter()
+                .map(|c| Lane::new(&case, c).with_cpu())
+                .collect();
             // Each warm-up cycle of a durable lane at `everysec` takes about a second; one
             // opens the connections, and the `always` round before has warmed the rest.
             let warmup = match policy {
