@@ -23,6 +23,7 @@ use rand::Rng;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
+use super::ceiling::{self, Account, NoBound, Servers};
 use super::clients::LockClient;
 use super::stats::Samples;
 use super::{AppendFsync, BenchError, Plan, Row};
@@ -321,41 +322,59 @@ pub async fn handoff(holders: &[Client], waiters: &[Client], plan: &Plan) -> Vec
 }
 
 /// `plan.tasks` tasks, task `j` on resource `j`, acquire+release until the time is up; the
-/// rows are named `case` (`throughput`, `transport/throughput`).
-pub async fn throughput(case: &str, clients: &[Client], plan: &Plan) -> Vec<Row> {
+/// rows are named `case` (`throughput`, `transport/throughput`). Each row carries this
+/// process's CPU per operation and, from `servers`' and the machine's CPU time over the
+/// same slices, the [ceiling](super::ceiling) (or, in its note, why there is none).
+pub async fn throughput(
+    case: &str,
+    clients: &[Client],
+    plan: &Plan,
+    servers: &Servers,
+) -> Vec<Row> {
     // Clients take turns in ROUNDS slices of the duration, like the latency lanes: one
     // long stretch per client would hand whoever ran during a quiet minute the win.
     let slice = plan.throughput / ROUNDS as u32;
-    let mut acc: Vec<(Samples, Option<String>)> = vec![(Samples::default(), None); clients.len()];
+    let mut acc: Vec<(Samples, Option<String>, Account)> =
+        vec![(Samples::default(), None, Account::default()); clients.len()];
     for _ in 0..ROUNDS {
-        for (c, (all, note)) in clients.iter().zip(acc.iter_mut()) {
-            throughput_slice(case, c, slice, plan, all, note).await;
+        for (c, (all, note, account)) in clients.iter().zip(acc.iter_mut()) {
+            throughput_slice(case, c, slice, plan, servers, all, note, account).await;
         }
     }
     clients
         .iter()
         .zip(acc)
-        .map(|(c, (all, mut note))| {
+        .map(|(c, (all, mut note, account))| {
             if all.errors > 0 && note.is_none() {
                 note = Some(match &all.first_error {
                     Some(e) => format!("{} failed cycles; first: {e}", all.errors),
                     None => format!("{} failed cycles", all.errors),
                 });
             }
-            Row::from_samples(case, c.name(), &all, note)
+            let bound = match (all.wall, all.cpu) {
+                (Some(wall), Some(cpu)) => ceiling::usage(&account, all.len() as u64, wall, cpu)
+                    .and_then(|u| ceiling::bound(&u)),
+                _ => Err(NoBound::Unmeasured("this process's CPU time".into())),
+            };
+            Row::from_samples(case, c.name(), &all, note).with_ceiling(bound)
         })
         .collect()
 }
 
-/// `plan.tasks` tasks on as many resources for `slice`; adds to `all` (wall included).
+/// `plan.tasks` tasks on as many resources for `slice`; adds to `all` (wall included) and
+/// the servers' and machine's CPU time over the slice to `account`.
+#[allow(clippy::too_many_arguments)]
 async fn throughput_slice(
     case: &str,
     c: &Client,
     slice: Duration,
     plan: &Plan,
+    servers: &Servers,
     all: &mut Samples,
     note: &mut Option<String>,
+    account: &mut Account,
 ) {
+    let servers_before = servers.snapshot();
     let started = Instant::now();
     let cpu_before = super::stats::process_cpu();
     let stop_at = started + slice;
@@ -402,6 +421,7 @@ async fn throughput_slice(
     if let (Some(before), Some(after)) = (cpu_before, super::stats::process_cpu()) {
         *all.cpu.get_or_insert(Duration::ZERO) += after.saturating_sub(before);
     }
+    account.add(servers_before, servers.snapshot());
 }
 
 /// Times `chaos fencing-table` end to end on the bench's nodes: the full table

@@ -15,8 +15,11 @@
 //!   throughput, and the hook for timing `chaos fencing-table` end to end.
 //! - [`transport`]: the lock's lean RESP2 connection beside the `redis` crate's RESP3 one,
 //!   and the check that the RESP3 client really is on the latter.
-//! - [`ceiling`]: `redis-benchmark` for the same command mix, and why one lock op costs a
-//!   `SET` + an `EVAL` on every node, so the ceiling is the per-node pair rate.
+//! - [`ceiling`]: the throughput rows' bound — the cores left to the servers over the
+//!   servers' CPU per lock op, both measured in the client's own slices — and why it is
+//!   one; [`proc_cpu`] reads those CPU times from `/proc`.
+//! - [`redis_benchmark`]: `redis-benchmark -P 16` for the same command mix, a reference
+//!   row (`redis-benchmark-P16`) that no longer bounds a lock client.
 //! - [`stats`]: p50/p99 from HDR histograms, and the crate's one percentile.
 //!   [`table`]: the printed table.
 //!
@@ -29,14 +32,15 @@
 //!    the lanes of both cases interleaved: the slow/healthy ratio compares like with like
 //!    (an awaited 50 ms release idles the box and by itself doubles the next acquire).
 //! 4. **hand-off** — holder releases at `t`, a waiter acquires at `t′`; `t′ − t`.
-//! 5. **throughput** — 64 tasks × 64 resources for 10 s (`--quick`: 2 s), then the
-//!    `redis-benchmark` ceiling on the same nodes.
+//! 5. **throughput** — 64 tasks × 64 resources for 10 s (`--quick`: 2 s); every row with
+//!    its client's CPU per op, the servers' CPU per op and the [`ceiling`] it implies, and
+//!    the row's fraction of it. Then `redis-benchmark -P 16` on the same nodes, for
+//!    reference.
 //! 6. **transport/latency** and **transport/throughput** — `ours` (the lock's lean RESP2
 //!    connection, `redis://` URLs) beside `ours-resp3` (the same URLs with
 //!    `protocol=resp3`: the `redis` crate's multiplexed connection), both unfenced:
-//!    acquire+release as in healthy, then 64 tasks × 64 resources as in throughput. Every
-//!    row of both carries `cpu/op` (the latency lanes take `getrusage` around each turn;
-//!    nothing else in the process works meanwhile). Between the two, `CLIENT LIST` on
+//!    acquire+release as in healthy, then 64 tasks × 64 resources as in throughput (with
+//!    the ceiling too). Between the two, `CLIENT LIST` on
 //!    every node must show new `resp=3` connections, or the case fails (see [`transport`]).
 //!    Issue 23 keeps the lean connection only while it wins here.
 //! 7. **durable/always** and **durable/everysec** — acquire+release like healthy, for
@@ -106,6 +110,8 @@
 pub mod cases;
 pub mod ceiling;
 pub mod clients;
+pub mod proc_cpu;
+pub mod redis_benchmark;
 pub mod stats;
 pub mod table;
 pub mod transport;
@@ -126,11 +132,14 @@ use crate::cluster::{Cluster, ClusterError, ClusterSpec, Flavour, LocalCluster, 
 use crate::proxy::{self, NewProxy, ProxyServer, Stream};
 use crate::report::meter::Meter;
 use cases::{Client, Lane};
+use ceiling::Servers;
 use clients::{Floor, Ours};
 use stats::Samples;
 
 /// Number of primaries.
 pub const NODES: usize = 5;
+/// The client name of the `redis-benchmark` reference row in the throughput case.
+pub const REDIS_BENCHMARK: &str = "redis-benchmark-P16";
 /// The node made slow (through the proxy) and, later, frozen.
 pub const FAULTY_NODE: usize = 4;
 /// Latency the proxy adds to every reply of the slow node.
@@ -322,7 +331,7 @@ pub enum Case {
     Acquire,
     /// Release → waiting acquire.
     HandOff,
-    /// 64 tasks × 64 resources, and the `redis-benchmark` ceiling.
+    /// 64 tasks × 64 resources, with the CPU ceiling; `redis-benchmark` for reference.
     Throughput,
     /// The lock's lean RESP2 connection beside the `redis` crate's RESP3 one: latency and
     /// 64 × 64 throughput, with CPU per operation.
@@ -428,6 +437,25 @@ pub struct Row {
     /// checker, not lock operations).
     #[serde(default)]
     pub cpu_us_per_op: Option<f64>,
+    /// The servers' CPU time per lock operation, µs: user + system time of all 5 server
+    /// processes (`/proc/<pid>/stat`) over this client's slices, over its operations
+    /// (throughput rows; see [`ceiling`]).
+    #[serde(default)]
+    pub server_cpu_us_per_op: Option<f64>,
+    /// Cores left to the servers over this client's slices: the machine's CPU time
+    /// (`/proc/stat`) minus this process's and everything else's but the servers', per
+    /// second of wall time (throughput rows).
+    #[serde(default)]
+    pub server_cores: Option<f64>,
+    /// The ceiling, lock ops/s: `server_cores` over the servers' CPU per operation — what
+    /// the servers could do with the CPU this client left them (throughput rows).
+    #[serde(default)]
+    pub ceiling_ops_per_s: Option<f64>,
+    /// `ops_per_s` over `ceiling_ops_per_s`, per round: the share of the CPU left to the
+    /// servers that they used (1: they were the bottleneck; below 1, the client left CPU
+    /// idle).
+    #[serde(default)]
+    pub of_ceiling: Option<f64>,
 }
 
 fn one() -> usize {
@@ -452,7 +480,31 @@ impl Row {
             p50_range_us: None,
             ops_range: None,
             cpu_us_per_op: summary.and_then(|x| x.cpu_per_op).map(us),
+            server_cpu_us_per_op: None,
+            server_cores: None,
+            ceiling_ops_per_s: None,
+            of_ceiling: None,
         }
+    }
+
+    /// This row with its ceiling, or with why it has none appended to its note.
+    pub(crate) fn with_ceiling(mut self, bound: Result<ceiling::Bound, ceiling::NoBound>) -> Row {
+        match bound {
+            Ok(b) => {
+                self.server_cpu_us_per_op = Some(b.server_cpu_per_op_s * 1e6);
+                self.server_cores = Some(b.server_cores);
+                self.ceiling_ops_per_s = Some(b.ops_per_s);
+                self.of_ceiling = Some(b.fraction);
+            }
+            Err(e) => {
+                let why = format!("no ceiling: {e}");
+                self.note = Some(match self.note.take() {
+                    Some(n) => format!("{n}; {why}"),
+                    None => why,
+                });
+            }
+        }
+        self
     }
 
     pub(crate) fn skipped(case: &str, client: &str, note: &str) -> Row {
@@ -767,6 +819,9 @@ pub fn aggregate(rounds: &[Vec<Row>]) -> Vec<Row> {
             let p99s: Vec<f64> = rows.iter().filter_map(|r| r.p99_us).collect();
             let ops: Vec<f64> = rows.iter().filter_map(|r| r.ops_per_s).collect();
             let cpu: Vec<f64> = rows.iter().filter_map(|r| r.cpu_us_per_op).collect();
+            let median_of = |f: fn(&Row) -> Option<f64>| {
+                stats::median(&rows.iter().filter_map(|r| f(r)).collect::<Vec<_>>())
+            };
             Some(Row {
                 case: key.0.clone(),
                 client: key.1.clone(),
@@ -781,6 +836,10 @@ pub fn aggregate(rounds: &[Vec<Row>]) -> Vec<Row> {
                 p50_range_us: range(&p50s),
                 ops_range: range(&ops),
                 cpu_us_per_op: stats::median(&cpu),
+                server_cpu_us_per_op: median_of(|r| r.server_cpu_us_per_op),
+                server_cores: median_of(|r| r.server_cores),
+                ceiling_ops_per_s: median_of(|r| r.ceiling_ops_per_s),
+                of_ceiling: median_of(|r| r.of_ceiling),
             })
         })
         .collect()
@@ -844,8 +903,9 @@ async fn cases_on(
 
     if on(Case::Throughput) {
         progress.case("throughput");
-        rows.extend(cases::throughput("throughput", &direct, plan).await);
-        rows.push(ceiling_row(plan, admin, notes).await);
+        let servers = Servers::from_pids(&cluster.pids());
+        rows.extend(cases::throughput("throughput", &direct, plan, &servers).await);
+        rows.push(redis_benchmark_row(plan, admin, notes).await);
         progress.done();
     }
 
@@ -881,13 +941,14 @@ async fn cases_on(
     Ok((rows, node_timeout))
 }
 
-/// The `redis-benchmark` ceiling for the throughput case's command mix.
-async fn ceiling_row(plan: &Plan, admin: &[SocketAddr], notes: &mut Vec<String>) -> Row {
-    let Some(bin) = ceiling::locate() else {
-        return Row::skipped("throughput", "redis-benchmark", "redis-benchmark not found");
+/// The reference row: `redis-benchmark -P 16` for the throughput case's command mix (not
+/// a bound on a lock client; see [`redis_benchmark`]).
+async fn redis_benchmark_row(plan: &Plan, admin: &[SocketAddr], notes: &mut Vec<String>) -> Row {
+    let Some(bin) = redis_benchmark::locate() else {
+        return Row::skipped("throughput", REDIS_BENCHMARK, "redis-benchmark not found");
     };
     let limit = plan.throughput * 6 + Duration::from_secs(30);
-    match ceiling::measure(
+    match redis_benchmark::measure(
         &bin,
         admin,
         plan.ceiling_requests,
@@ -898,19 +959,21 @@ async fn ceiling_row(plan: &Plan, admin: &[SocketAddr], notes: &mut Vec<String>)
     .await
     {
         Ok(c) => {
-            let mut row = Row::skipped("throughput", "redis-bench-ceil", "");
+            let mut row = Row::skipped("throughput", REDIS_BENCHMARK, "");
             row.ops_per_s = Some(c.lock_ops_per_s);
-            row.note = Some("lock ops/s = per-node (SET+EVAL) pair rate".into());
+            row.note = Some(
+                "per-node (SET+EVAL) pair rate, pipelined 16 deep: a reference, not a bound".into(),
+            );
             notes.push(format!(
-                "ceiling: SET NX PX per node {:?}/s, EVAL compare-and-delete per node {:?}/s (5 nodes at once, -c {} -P {})",
+                "redis-benchmark: SET NX PX per node {:?}/s, EVAL compare-and-delete per node {:?}/s (5 nodes at once, -c {} -P {})",
                 c.set_rates.iter().map(|r| r.round()).collect::<Vec<_>>(),
                 c.eval_rates.iter().map(|r| r.round()).collect::<Vec<_>>(),
                 plan.tasks,
-                ceiling::PIPELINE
+                redis_benchmark::PIPELINE
             ));
             row
         }
-        Err(e) => Row::skipped("throughput", "redis-bench-ceil", &e.to_string()),
+        Err(e) => Row::skipped("throughput", REDIS_BENCHMARK, &e.to_string()),
     }
 }
 
@@ -1091,6 +1154,16 @@ pub fn ratios(rows: &[Row], node_timeout: Duration) -> BTreeMap<String, Ratio> {
         ),
     );
     m.insert(
+        "throughput_rslock_of_ceiling".into(),
+        // The peer's own fraction, for comparison: no target.
+        Ratio {
+            value: find(rows, "throughput", rslock).and_then(|r| r.of_ceiling),
+            target: "reported".into(),
+            pass: None,
+            meaning: "lock ops/s, rslock / its CPU ceiling (cores left to the servers / their CPU per op)".into(),
+        },
+    );
+    m.insert(
         "fenced_p50_over_unfenced".into(),
         ratio(
             div(p50("healthy", "ours-fenced"), ours),
@@ -1231,15 +1304,12 @@ pub fn ratios(rows: &[Row], node_timeout: Duration) -> BTreeMap<String, Ratio> {
         ),
     );
     m.insert(
-        "throughput_ours_over_ceiling".into(),
+        "throughput_ours_of_ceiling".into(),
         ratio(
-            div(
-                ops("throughput", "ours"),
-                ops("throughput", "redis-bench-ceil"),
-            ),
+            find(rows, "throughput", "ours").and_then(|r| r.of_ceiling),
             ">= 0.9",
             |v| v >= 0.9,
-            "lock ops/s, ours / redis-benchmark ceiling",
+            "lock ops/s, ours / the CPU ceiling (cores left to the servers / their CPU per op)",
         ),
     );
     m

@@ -1,4 +1,5 @@
-//! Plain-text rendering of a [`BenchReport`]: the rows, then the ratios with pass/miss.
+//! Plain-text rendering of a [`BenchReport`]: the rows, the CPU ceiling of the rows that have
+//! one, then the ratios with pass/miss.
 
 use std::fmt::Write as _;
 
@@ -53,6 +54,38 @@ pub fn render(r: &BenchReport) -> String {
             row.note.as_deref().unwrap_or("")
         );
     }
+    let bounded: Vec<_> = r
+        .cases
+        .iter()
+        .filter(|row| row.ceiling_ops_per_s.is_some())
+        .collect();
+    if !bounded.is_empty() {
+        let _ = writeln!(
+            s,
+            "\nCPU ceiling (cores left to the servers / the servers' CPU per op, each client's own; docs/performance.md):"
+        );
+        let _ = writeln!(
+            s,
+            "{:<22} {:<16} {:>10} {:>10} {:>8} {:>9} {:>8}",
+            "case", "client", "ops/s", "ceiling", "of it", "srv/op", "cores"
+        );
+        for row in bounded {
+            let _ = writeln!(
+                s,
+                "{:<22} {:<16} {:>10} {:>10} {:>8} {:>9} {:>8}",
+                row.case,
+                row.client,
+                row.ops_per_s.map_or("-".into(), |o| format!("{o:.0}")),
+                row.ceiling_ops_per_s
+                    .map_or("-".into(), |o| format!("{o:.0}")),
+                row.of_ceiling
+                    .map_or("-".into(), |f| format!("{:.1}%", f * 100.0)),
+                row.server_cpu_us_per_op
+                    .map_or("-".into(), |c| format!("{c:.1}µs")),
+                row.server_cores.map_or("-".into(), |c| format!("{c:.2}")),
+            );
+        }
+    }
     let _ = writeln!(s, "\nratios (targets are reported, not asserted):");
     for (name, ratio) in &r.ratios {
         let verdict = match ratio.pass {
@@ -71,4 +104,60 @@ pub fn render(r: &BenchReport) -> String {
         let _ = writeln!(s, "note: {note}");
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::bench::{AppendFsync, Machine, Row};
+
+    fn report(cases: Vec<Row>) -> BenchReport {
+        BenchReport {
+            cases,
+            ratios: BTreeMap::new(),
+            machine: Machine {
+                cpus: 2,
+                cpu_model: "test".into(),
+                kernel: "6".into(),
+                loadavg_1m: None,
+                server: "valkey 8".into(),
+                node_timeout_ms: 100,
+                ttl_ms: 10_000,
+                quick: true,
+                appendfsync: AppendFsync::Everysec,
+                repeat: 1,
+            },
+            date: "2026-12-05T05:00:00Z".into(),
+            notes: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn ceiling_block_only_for_rows_with_a_ceiling() {
+        let plain = Row::skipped("healthy", "ours", "");
+        assert!(!render(&report(vec![plain.clone()])).contains("CPU ceiling"));
+        let bounded = Row {
+            ops_per_s: Some(10_000.0),
+            server_cpu_us_per_op: Some(100.0),
+            server_cores: Some(1.3),
+            ceiling_ops_per_s: Some(13_000.0),
+            of_ceiling: Some(10.0 / 13.0),
+            ..Row::skipped("throughput", "ours", "")
+        };
+        let text = render(&report(vec![plain, bounded]));
+        let block = text
+            .split_once("CPU ceiling")
+            .map(|(_, b)| b)
+            .expect("a ceiling block");
+        let line = block
+            .lines()
+            .find(|l| l.starts_with("throughput"))
+            .expect("the bounded row");
+        for want in ["10000", "13000", "76.9%", "100.0µs", "1.30"] {
+            assert!(line.contains(want), "{want} in {line}");
+        }
+        assert!(!block.lines().any(|l| l.starts_with("healthy")), "{block}");
+    }
 }

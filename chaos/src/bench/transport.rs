@@ -11,7 +11,7 @@
 //! - `transport/latency` — acquire+release on one resource, no contention (the healthy
 //!   case's loop), each row with this process's CPU time per operation;
 //! - `transport/throughput` — 64 tasks × 64 resources (the throughput case's loop), with
-//!   ops/s and CPU time per operation.
+//!   ops/s, CPU time per operation and the CPU ceiling.
 //!
 //! # The RESP3 client really is on the other connection
 //! The URL query is the only thing that picks the connection, and a row that measured the
@@ -28,6 +28,7 @@ use std::time::Duration;
 use crate::cluster::{Cluster, LocalCluster, NodeId};
 
 use super::cases::{self, Client, Lane};
+use super::ceiling::Servers;
 use super::clients::Ours;
 use super::{BenchError, NODES, Plan, Row};
 
@@ -76,7 +77,8 @@ pub async fn run(
         });
     }
 
-    rows.extend(cases::throughput(THROUGHPUT, &clients, plan).await);
+    let servers = Servers::from_pids(&cluster.pids());
+    rows.extend(cases::throughput(THROUGHPUT, &clients, plan, &servers).await);
     Ok(rows)
 }
 

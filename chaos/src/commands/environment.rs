@@ -33,7 +33,7 @@ pub const VARIABLES: &[(&str, &str)] = &[
     ),
     (
         "REDIS_BENCHMARK_BIN",
-        "redis-benchmark for the ceiling row of `bench` (default: PATH)",
+        "redis-benchmark for the reference row of `bench` (default: PATH)",
     ),
     (
         "CHAOS_BIN",
