@@ -106,6 +106,42 @@ fn quick_bench_writes_a_complete_report() {
             );
         }
     }
+    let row = |case: &str, client: &str| {
+        cases
+            .iter()
+            .find(|r| r["case"] == case && r["client"] == client)
+            .unwrap_or_else(|| panic!("no row {case} / {client}"))
+    };
+    // Client CPU per op beyond throughput (issue 28, item 2).
+    for case in ["healthy", "hand-off", "durable/always"] {
+        let client = if case == "durable/always" {
+            "ours-durable"
+        } else {
+            "ours"
+        };
+        let r = row(case, client);
+        assert!(
+            r["cpu_us_per_op"].as_f64().is_some_and(|c| c > 0.0),
+            "{case} / {client}: no CPU per op: {r}"
+        );
+    }
+    // The CPU ceiling (issue 28, item 5): the bench started the servers, so it knows their
+    // pids, and 2 s of 64 tasks moves their CPU time by far more than a tick.
+    let ours = row("throughput", "ours");
+    let number = |field: &str| ours[field].as_f64().filter(|v| v.is_finite() && *v > 0.0);
+    for field in [
+        "server_cpu_us_per_op",
+        "server_cores",
+        "ceiling_ops_per_s",
+        "of_ceiling",
+    ] {
+        assert!(number(field).is_some(), "{field}: {ours}");
+    }
+    let ops = ours["ops_per_s"].as_f64().expect("ops/s");
+    let ceiling = number("ceiling_ops_per_s").expect("ceiling");
+    let of = number("of_ceiling").expect("fraction");
+    assert!((ops / ceiling - of).abs() <= 1e-6 * of, "{ours}");
+    assert!(row("throughput", "redis-benchmark-P16")["ceiling_ops_per_s"].is_null());
     let notes = report["notes"].as_array().expect("notes");
     assert!(
         notes.iter().any(|n| n
@@ -124,6 +160,7 @@ fn quick_bench_writes_a_complete_report() {
         "transport_resp3_p50_over_lean",
         "transport_resp3_ops_over_lean",
         "transport_resp3_cpu_over_lean",
+        "throughput_ours_of_ceiling",
     ] {
         assert!(
             ratios[name]["value"].is_number(),
