@@ -211,10 +211,19 @@ impl NodeControl {
     pub(crate) async fn freeze(&self) -> Result<(), ClusterError> {
         match self {
             NodeControl::None => Err(Self::unsupported("freeze")),
-            NodeControl::Docker { docker, container } => docker
-                .pause_container(container)
-                .await
-                .map_err(docker_err(format!("pausing {container}"))),
+            NodeControl::Docker { docker, container } => {
+                let mut attempt = 1;
+                loop {
+                    match docker.pause_container(container).await {
+                        Err(e) if attempt < FREEZE_ATTEMPTS && freeze_refused(&e) => {
+                            tracing::warn!(%container, error = %e, attempt, "docker pause refused; trying again");
+                            attempt += 1;
+                            tokio::time::sleep(FREEZE_RETRY).await;
+                        }
+                        r => return r.map_err(docker_err(format!("pausing {container}"))),
+                    }
+                }
+            }
             NodeControl::Local { pid_file, .. } => signal(pid_file, Signal::SIGSTOP),
         }
     }
@@ -235,6 +244,20 @@ impl NodeControl {
             NodeControl::Local { pid_file, .. } => signal(pid_file, Signal::SIGCONT),
         }
     }
+}
+
+/// Tries of a `docker pause` the runtime refused ([`freeze_refused`]).
+const FREEZE_ATTEMPTS: u32 = 3;
+/// Pause between them.
+const FREEZE_RETRY: Duration = Duration::from_millis(100);
+
+/// Whether `e` is the runtime giving up on freezing the container's cgroup ("OCI runtime
+/// pause failed: unable to freeze", status 500): a process it could not stop in time (in
+/// the middle of an fsync, say). runc thaws what it froze before it reports that, so
+/// pausing again is safe. Seen once on 2026-12-05 (pause-minority, docker backend, Docker
+/// 20.10), which made the scenario unknown.
+fn freeze_refused(e: &bollard::errors::Error) -> bool {
+    status_code(e) == Some(500) && e.to_string().contains("unable to freeze")
 }
 
 fn read_pid(path: &Path) -> Result<Option<Pid>, ClusterError> {
@@ -270,4 +293,35 @@ fn signal(pid_file: &Path, sig: Signal) -> Result<(), ClusterError> {
         detail: "missing: is the server running?".into(),
     })?;
     kill(pid, sig).map_err(|e| ClusterError::io(format!("{sig} to {pid}"), e.into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn server_error(status_code: u16, message: &str) -> bollard::errors::Error {
+        bollard::errors::Error::DockerResponseServerError {
+            status_code,
+            message: message.into(),
+        }
+    }
+
+    #[test]
+    fn only_a_refused_freeze_is_tried_again() {
+        assert!(freeze_refused(&server_error(
+            500,
+            "Cannot pause container 1a0a: OCI runtime pause failed: unable to freeze: unknown"
+        )));
+        // Not running, already paused, no such container: trying again changes nothing.
+        assert!(!freeze_refused(&server_error(
+            409,
+            "Container 1a0a is not running"
+        )));
+        assert!(!freeze_refused(&server_error(
+            409,
+            "Container 1a0a is already paused"
+        )));
+        assert!(!freeze_refused(&server_error(404, "No such container: n0")));
+        assert!(!freeze_refused(&server_error(500, "driver failed")));
+    }
 }
