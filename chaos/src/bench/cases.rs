@@ -324,7 +324,7 @@ pub async fn handoff(holders: &[Client], waiters: &[Client], plan: &Plan) -> Vec
 /// `plan.tasks` tasks, task `j` on resource `j`, acquire+release until the time is up; the
 /// rows are named `case` (`throughput`, `transport/throughput`). Each row carries this
 /// process's CPU per operation and, from `servers`' and the machine's CPU time over the
-/// same slices, the [ceiling](super::ceiling) (or, in its note, why there is none).
+/// same slices, the ceiling ([`super::ceiling`]) (or, in its note, why there is none).
 pub async fn throughput(
     case: &str,
     clients: &[Client],
