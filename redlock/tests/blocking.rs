@@ -203,12 +203,11 @@ async fn usable_from_inside_a_runtime_without_deadlock() {
     held.release();
     let granted = waiter.join().expect("no panic").expect("granted");
     // The acquire returned on a quorum: wait for the third SET, or a release could miss it
-    // (CI: 2 released of 3).
-    assert_eq!(
-        cluster.wait_held_everywhere("blocking:async", Duration::from_secs(1)),
-        [0, 1, 2]
-    );
-    assert_eq!(granted.release_all().released(), 3);
+    // (CI: 2 released of 3). The third node may also have said no: the release notice that
+    // woke the waiter can outrun the release's delete on that node (CI: held on [0, 1]).
+    let holding = cluster.wait_held_everywhere("blocking:async", Duration::from_secs(1));
+    assert!(holding.len() >= 2, "a quorum of 3 holds the grant: {holding:?}");
+    assert_eq!(granted.release_all().released(), holding.len());
     let renewing = redlock
         .try_acquire("blocking:async")
         .expect("free")
