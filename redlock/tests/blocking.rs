@@ -206,7 +206,10 @@ async fn usable_from_inside_a_runtime_without_deadlock() {
     // (CI: 2 released of 3). The third node may also have said no: the release notice that
     // woke the waiter can outrun the release's delete on that node (CI: held on [0, 1]).
     let holding = cluster.wait_held_everywhere("blocking:async", Duration::from_secs(1));
-    assert!(holding.len() >= 2, "a quorum of 3 holds the grant: {holding:?}");
+    assert!(
+        holding.len() >= 2,
+        "a quorum of 3 holds the grant: {holding:?}"
+    );
     assert_eq!(granted.release_all().released(), holding.len());
     let renewing = redlock
         .try_acquire("blocking:async")

@@ -41,7 +41,7 @@
 
 use std::time::Duration;
 
-use super::proc_cpu::{ProcError, Snapshot};
+use super::proc_cpu::{IoCalls, ProcError, Snapshot};
 
 /// The server processes whose CPU the ceiling counts.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,6 +82,10 @@ pub struct Account {
     pub machine_busy: Duration,
     /// The machine's total time (cores × wall).
     pub machine_total: Duration,
+    /// The servers' read and write system calls.
+    pub server_io: IoCalls,
+    /// Some slice had no system call counts: [`Account::server_io`] is then incomplete.
+    pub server_io_missing: bool,
     /// Why a slice could not be read, the first time it happened: the account is then
     /// incomplete and gives no bound.
     pub unavailable: Option<String>,
@@ -95,6 +99,10 @@ impl Account {
                 self.servers += a.servers.saturating_sub(b.servers);
                 self.machine_busy += a.machine.busy.saturating_sub(b.machine.busy);
                 self.machine_total += a.machine.total.saturating_sub(b.machine.total);
+                match (b.server_io, a.server_io) {
+                    (Some(b), Some(a)) => self.server_io = self.server_io.plus(a.since(b)),
+                    _ => self.server_io_missing = true,
+                }
             }
             (Err(e), _) | (_, Err(e)) => {
                 self.unavailable.get_or_insert(e);
@@ -118,6 +126,8 @@ pub struct Usage {
     pub machine_busy: Duration,
     /// The machine's total CPU time meanwhile (cores × wall).
     pub machine_total: Duration,
+    /// The servers' read and write system calls meanwhile, when every slice counted them.
+    pub server_io: Option<IoCalls>,
 }
 
 /// The ceiling for one client (see the module docs for the formulas).
@@ -131,6 +141,10 @@ pub struct Bound {
     pub ops_per_s: f64,
     /// The client's ops/s over the ceiling, `S / L`.
     pub fraction: f64,
+    /// The servers' `read` and `write` system calls per lock op, all 5 servers together
+    /// (`None` without counts): how well this client's requests and their replies were
+    /// batched, which is where most of the servers' CPU per op goes.
+    pub server_io_per_op: Option<(f64, f64)>,
 }
 
 /// Why there is no bound.
@@ -180,6 +194,7 @@ pub fn usage(
         servers: account.servers,
         machine_busy: account.machine_busy,
         machine_total: account.machine_total,
+        server_io: (!account.server_io_missing).then_some(account.server_io),
     })
 }
 
@@ -216,6 +231,9 @@ pub fn bound(u: &Usage) -> Result<Bound, NoBound> {
         server_cores,
         ops_per_s: ceiling,
         fraction: (ops / wall) / ceiling,
+        server_io_per_op: u
+            .server_io
+            .map(|io| (io.reads as f64 / ops, io.writes as f64 / ops)),
     })
 }
 
@@ -236,6 +254,10 @@ mod tests {
             servers: secs(servers),
             machine_busy: secs(busy),
             machine_total: secs(total),
+            server_io: Some(IoCalls {
+                reads: ops * 3,
+                writes: ops * 2,
+            }),
         }
     }
 
@@ -253,6 +275,7 @@ mod tests {
         assert!(close(b.ops_per_s, 13_000.0), "{b:?}");
         // 10,000 ops/s of 13,000: the servers used 10 of the 13 s left to them.
         assert!(close(b.fraction, 10.0 / 13.0), "{b:?}");
+        assert_eq!(b.server_io_per_op, Some((3.0, 2.0)));
     }
 
     #[test]
@@ -292,6 +315,10 @@ mod tests {
     fn snap(servers: u64, busy: u64, total: u64) -> Result<Snapshot, String> {
         Ok(Snapshot {
             servers: Duration::from_millis(servers),
+            server_io: Some(IoCalls {
+                reads: servers * 2,
+                writes: servers,
+            }),
             machine: MachineTimes {
                 busy: Duration::from_millis(busy),
                 total: Duration::from_millis(total),
@@ -307,7 +334,26 @@ mod tests {
         assert_eq!(a.servers, Duration::from_millis(300));
         assert_eq!(a.machine_busy, Duration::from_millis(600));
         assert_eq!(a.machine_total, Duration::from_millis(2_400));
-        assert!(super::usage(&a, 10, secs(1.0), secs(0.1)).is_ok());
+        assert_eq!(
+            a.server_io,
+            IoCalls {
+                reads: 600,
+                writes: 300
+            }
+        );
+        let u = super::usage(&a, 10, secs(1.0), secs(0.1)).expect("complete");
+        assert!(u.server_io.is_some());
+        // A slice without counts leaves the CPU times, not the calls.
+        let mut b = a.clone();
+        b.add(
+            Ok(Snapshot {
+                server_io: None,
+                ..snap(0, 0, 0).expect("a snapshot")
+            }),
+            snap(1, 1, 1),
+        );
+        let u = super::usage(&b, 10, secs(1.0), secs(0.1)).expect("CPU still complete");
+        assert_eq!(u.server_io, None);
         a.add(Err("gone".into()), snap(0, 0, 0));
         a.add(snap(0, 0, 0), Err("later".into()));
         assert_eq!(a.unavailable.as_deref(), Some("gone"));

@@ -456,6 +456,15 @@ pub struct Row {
     /// idle).
     #[serde(default)]
     pub of_ceiling: Option<f64>,
+    /// The servers' `read` system calls per lock operation, all 5 together
+    /// (`/proc/<pid>/io` `syscr`, throughput rows): fewer means this client's requests
+    /// reached each server batched into fewer reads.
+    #[serde(default)]
+    pub server_reads_per_op: Option<f64>,
+    /// The servers' `write` system calls per lock operation, all 5 together (`syscw`,
+    /// throughput rows): fewer means replies left in fewer writes.
+    #[serde(default)]
+    pub server_writes_per_op: Option<f64>,
 }
 
 fn one() -> usize {
@@ -484,6 +493,8 @@ impl Row {
             server_cores: None,
             ceiling_ops_per_s: None,
             of_ceiling: None,
+            server_reads_per_op: None,
+            server_writes_per_op: None,
         }
     }
 
@@ -495,6 +506,8 @@ impl Row {
                 self.server_cores = Some(b.server_cores);
                 self.ceiling_ops_per_s = Some(b.ops_per_s);
                 self.of_ceiling = Some(b.fraction);
+                self.server_reads_per_op = b.server_io_per_op.map(|io| io.0);
+                self.server_writes_per_op = b.server_io_per_op.map(|io| io.1);
             }
             Err(e) => {
                 let why = format!("no ceiling: {e}");
@@ -840,6 +853,8 @@ pub fn aggregate(rounds: &[Vec<Row>]) -> Vec<Row> {
                 server_cores: median_of(|r| r.server_cores),
                 ceiling_ops_per_s: median_of(|r| r.ceiling_ops_per_s),
                 of_ceiling: median_of(|r| r.of_ceiling),
+                server_reads_per_op: median_of(|r| r.server_reads_per_op),
+                server_writes_per_op: median_of(|r| r.server_writes_per_op),
             })
         })
         .collect()

@@ -10,6 +10,13 @@
 //! servers, seconds of server CPU per client, where that rounding is a few per cent at
 //! worst (and the kernel's own accounting samples at tick granularity too).
 //!
+//! Beside the time, `/proc/<pid>/io` gives a process's read and write system calls
+//! (`syscr`, `syscw`: `read`, `readv`, `write`, `writev` and the like — what a Valkey or
+//! Redis server uses on its sockets). Per lock op they say how well a client's requests
+//! are batched: a server that reads one request per `read` works more per op than one that
+//! finds several in each. The file needs the right to trace the process (its owner or
+//! root); without it the counts are absent and the CPU times still stand.
+//!
 //! `/proc/<pid>/stat` covers every thread of the process (Valkey's I/O and background
 //! threads too). `/proc/stat` is the whole machine as the kernel sees it: in a container
 //! with a CPU quota it counts cores the bench cannot use, which the ceiling's docs say.
@@ -68,6 +75,56 @@ pub fn parse_pid_stat(stat: &str, path: &str) -> Result<Duration, ProcError> {
     let utime = next("utime (field 14)")?;
     let stime = next("stime (field 15)")?;
     Ok(ticks(utime.saturating_add(stime)))
+}
+
+/// Read and write system calls of a process so far (`syscr`, `syscw` of `/proc/<pid>/io`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct IoCalls {
+    /// `syscr`.
+    pub reads: u64,
+    /// `syscw`.
+    pub writes: u64,
+}
+
+impl IoCalls {
+    /// The calls made between `earlier` and `self`.
+    pub fn since(self, earlier: IoCalls) -> IoCalls {
+        IoCalls {
+            reads: self.reads.saturating_sub(earlier.reads),
+            writes: self.writes.saturating_sub(earlier.writes),
+        }
+    }
+
+    /// Both counts of `self` and `other` added.
+    pub fn plus(self, other: IoCalls) -> IoCalls {
+        IoCalls {
+            reads: self.reads.saturating_add(other.reads),
+            writes: self.writes.saturating_add(other.writes),
+        }
+    }
+}
+
+/// The `syscr` and `syscw` lines of `/proc/<pid>/io` text.
+pub fn parse_pid_io(io: &str, path: &str) -> Result<IoCalls, ProcError> {
+    let field = |name: &str| {
+        io.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .ok_or_else(|| ProcError::Malformed {
+                path: path.to_owned(),
+                what: format!("{name} is missing or not a number"),
+            })
+    };
+    Ok(IoCalls {
+        reads: field("syscr")?,
+        writes: field("syscw")?,
+    })
+}
+
+/// Read and write system calls of process `pid` so far.
+pub fn process_io(pid: u32) -> Result<IoCalls, ProcError> {
+    let path = format!("/proc/{pid}/io");
+    parse_pid_io(&read(&path)?, &path)
 }
 
 /// The machine's CPU time so far, over all CPUs.
@@ -142,6 +199,9 @@ pub fn machine_times() -> Result<MachineTimes, ProcError> {
 pub struct Snapshot {
     /// User + system time of every server process, summed.
     pub servers: Duration,
+    /// The servers' read and write system calls, summed; `None` when any server's
+    /// `/proc/<pid>/io` could not be read.
+    pub server_io: Option<IoCalls>,
     /// The machine's.
     pub machine: MachineTimes,
 }
@@ -150,11 +210,14 @@ impl Snapshot {
     /// Reads every server's `/proc/<pid>/stat` and `/proc/stat`.
     pub fn take(pids: &[u32]) -> Result<Snapshot, ProcError> {
         let mut servers = Duration::ZERO;
+        let mut server_io = Some(IoCalls::default());
         for pid in pids {
             servers = servers.saturating_add(process_time(*pid)?);
+            server_io = server_io.and_then(|sum| Some(sum.plus(process_io(*pid).ok()?)));
         }
         Ok(Snapshot {
             servers,
+            server_io,
             machine: machine_times()?,
         })
     }
@@ -217,6 +280,41 @@ mod tests {
             "cpu 1 2 x 4 5 6 7 8\n",
         ] {
             let e = parse_machine_stat(bad, "fixture").expect_err(bad);
+            assert!(matches!(e, ProcError::Malformed { .. }), "{e}");
+        }
+    }
+
+    #[test]
+    fn pid_io_is_its_read_and_write_calls() {
+        let io = "rchar: 2012\nwchar: 1001\nsyscr: 17\nsyscw: 9\nread_bytes: 0\n\
+                  write_bytes: 4096\ncancelled_write_bytes: 0\n";
+        let calls = parse_pid_io(io, "fixture").expect("parses");
+        assert_eq!(
+            calls,
+            IoCalls {
+                reads: 17,
+                writes: 9
+            }
+        );
+        let later = IoCalls {
+            reads: 20,
+            writes: 8,
+        };
+        // A counter that went back (another process under the pid) saturates at 0.
+        assert_eq!(
+            later.since(calls),
+            IoCalls {
+                reads: 3,
+                writes: 0
+            }
+        );
+        for bad in [
+            "",
+            "syscr: 17\n",
+            "syscr: x\nsyscw: 1\n",
+            "syscrx: 1\nsyscw: 1\n",
+        ] {
+            let e = parse_pid_io(bad, "fixture").expect_err(bad);
             assert!(matches!(e, ProcError::Malformed { .. }), "{e}");
         }
     }

@@ -66,13 +66,13 @@ pub fn render(r: &BenchReport) -> String {
         );
         let _ = writeln!(
             s,
-            "{:<22} {:<16} {:>10} {:>10} {:>8} {:>9} {:>8}",
-            "case", "client", "ops/s", "ceiling", "of it", "srv/op", "cores"
+            "{:<22} {:<16} {:>10} {:>10} {:>8} {:>9} {:>8} {:>11}",
+            "case", "client", "ops/s", "ceiling", "of it", "srv/op", "cores", "srv r/w/op"
         );
         for row in bounded {
             let _ = writeln!(
                 s,
-                "{:<22} {:<16} {:>10} {:>10} {:>8} {:>9} {:>8}",
+                "{:<22} {:<16} {:>10} {:>10} {:>8} {:>9} {:>8} {:>11}",
                 row.case,
                 row.client,
                 row.ops_per_s.map_or("-".into(), |o| format!("{o:.0}")),
@@ -83,6 +83,10 @@ pub fn render(r: &BenchReport) -> String {
                 row.server_cpu_us_per_op
                     .map_or("-".into(), |c| format!("{c:.1}µs")),
                 row.server_cores.map_or("-".into(), |c| format!("{c:.2}")),
+                match (row.server_reads_per_op, row.server_writes_per_op) {
+                    (Some(r), Some(w)) => format!("{r:.2}/{w:.2}"),
+                    _ => "-".into(),
+                },
             );
         }
     }
@@ -144,6 +148,8 @@ mod tests {
             server_cores: Some(1.3),
             ceiling_ops_per_s: Some(13_000.0),
             of_ceiling: Some(10.0 / 13.0),
+            server_reads_per_op: Some(5.5),
+            server_writes_per_op: Some(10.0),
             ..Row::skipped("throughput", "ours", "")
         };
         let text = render(&report(vec![plain, bounded]));
@@ -155,7 +161,7 @@ mod tests {
             .lines()
             .find(|l| l.starts_with("throughput"))
             .expect("the bounded row");
-        for want in ["10000", "13000", "76.9%", "100.0µs", "1.30"] {
+        for want in ["10000", "13000", "76.9%", "100.0µs", "1.30", "5.50/10.00"] {
             assert!(line.contains(want), "{want} in {line}");
         }
         assert!(!block.lines().any(|l| l.starts_with("healthy")), "{block}");
