@@ -10,7 +10,11 @@
 //! that sends a batch when requests are already in flight (so a busy connection still
 //! coalesces writes), and has one reader task per connection that parses replies and hands
 //! each to the request waiting at the front of the line. Measured in
-//! `docs/measurements/transport-2026-12-01.txt`.
+//! `docs/measurements/transport-2026-12-01.txt`; measured again on 2026-12-05 beside the
+//! multiplexed connection on RESP3 (`chaos bench --case transport`), the two are level on
+//! latency and throughput and [`Lean`] costs the client ~6 % less CPU per op. It stays the
+//! default for that and for its counted line, which lets `room` keep places for the
+//! deletes that follow our writes (`docs/performance.md`, the transport case).
 //!
 //! # Order
 //! A request's bytes are appended to the connection's buffer, and its place in the reply
