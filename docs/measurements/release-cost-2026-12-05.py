@@ -2,7 +2,8 @@
 "where the servers' extra CPU goes", 2026-12-05).
 
 Writes N pairs of `SET k tok NX PX 100000` + a release, as RESP, for one variant:
-  ours         our release script (lock.rs RELEASE), with a channel: GET, DEL, PUBLISH
+  ours         our release script (`RELEASE` in redlock/src/script.rs, copied as it was
+               on 2026-12-05), with a channel: GET, DEL, PUBLISH
   ours-nopub   the same script with an empty channel: GET, DEL
   rslock       rslock 0.10's compare-and-delete as EVALSHA (SCRIPT LOAD it first)
   rslock-eval  the same as EVAL

@@ -227,6 +227,17 @@ impl Snapshot {
 mod tests {
     use super::*;
 
+    /// Every one of `bad` fails `parse` as malformed, without a panic.
+    fn all_malformed<T: std::fmt::Debug>(
+        parse: impl Fn(&str, &str) -> Result<T, ProcError>,
+        bad: &[&str],
+    ) {
+        for bad in bad {
+            let e = parse(bad, "fixture").expect_err(bad);
+            assert!(matches!(e, ProcError::Malformed { .. }), "{e}");
+        }
+    }
+
     // A valkey-server's stat, with a command name holding a space and a `)`.
     const PID_STAT: &str = "4242 (valkey-server) *:7001) S 1 4242 4242 0 -1 4194560 1234 0 0 0 \
                             250 75 0 0 20 0 5 0 123456 300000000 2500 18446744073709551615 1 1 0 0 0 \
@@ -242,15 +253,15 @@ mod tests {
 
     #[test]
     fn bad_pid_stat_is_an_error_not_a_panic() {
-        for bad in [
-            "",
-            "4242 valkey-server S 1",
-            "4242 (valkey) S 1 2 3",
-            "4242 (valkey) S 1 4242 4242 0 -1 4194560 1234 0 0 0 x 75",
-        ] {
-            let e = parse_pid_stat(bad, "fixture").expect_err(bad);
-            assert!(matches!(e, ProcError::Malformed { .. }), "{e}");
-        }
+        all_malformed(
+            parse_pid_stat,
+            &[
+                "",
+                "4242 valkey-server S 1",
+                "4242 (valkey) S 1 2 3",
+                "4242 (valkey) S 1 4242 4242 0 -1 4194560 1234 0 0 0 x 75",
+            ],
+        );
     }
 
     #[test]
@@ -273,15 +284,15 @@ mod tests {
 
     #[test]
     fn bad_machine_stat_is_an_error_not_a_panic() {
-        for bad in [
-            "",
-            "cpu0 1 2 3 4 5 6 7\n",
-            "cpu 1 2 3\n",
-            "cpu 1 2 x 4 5 6 7 8\n",
-        ] {
-            let e = parse_machine_stat(bad, "fixture").expect_err(bad);
-            assert!(matches!(e, ProcError::Malformed { .. }), "{e}");
-        }
+        all_malformed(
+            parse_machine_stat,
+            &[
+                "",
+                "cpu0 1 2 3 4 5 6 7\n",
+                "cpu 1 2 3\n",
+                "cpu 1 2 x 4 5 6 7 8\n",
+            ],
+        );
     }
 
     #[test]
@@ -308,15 +319,15 @@ mod tests {
                 writes: 0
             }
         );
-        for bad in [
-            "",
-            "syscr: 17\n",
-            "syscr: x\nsyscw: 1\n",
-            "syscrx: 1\nsyscw: 1\n",
-        ] {
-            let e = parse_pid_io(bad, "fixture").expect_err(bad);
-            assert!(matches!(e, ProcError::Malformed { .. }), "{e}");
-        }
+        all_malformed(
+            parse_pid_io,
+            &[
+                "",
+                "syscr: 17\n",
+                "syscr: x\nsyscw: 1\n",
+                "syscrx: 1\nsyscw: 1\n",
+            ],
+        );
     }
 
     #[test]
