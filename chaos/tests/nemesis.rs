@@ -13,13 +13,13 @@ use redlock_chaos::cluster::docker::{self, DockerCluster};
 use redlock_chaos::cluster::{
     Cluster, ClusterSpec, DataOnRestart, Flavour, LocalCluster, NodeId, ProxyPlan, proxy_name,
 };
-use redlock_chaos::nemesis::clock_check;
 use redlock_chaos::nemesis::schedule::Capabilities;
 use redlock_chaos::nemesis::target::{max_minority, quorum};
 use redlock_chaos::nemesis::{
     Fault, Nemesis, NemesisError, PartitionVia, Schedule, ScheduledFault, Target, Targets,
     WorkerControl, WorkerId, apply, heal,
 };
+use redlock_chaos::nemesis::{clock_check, forget};
 use redlock_chaos::scenario::{Expectation, SCENARIOS, TargetRule, find};
 
 const SHORT: Duration = Duration::from_millis(300);
@@ -84,7 +84,7 @@ fn schedules_are_deterministic_per_seed_and_differ_across_seeds() {
         }
         assert!(a.last_heal() < d, "{}", s.name);
     }
-    assert_eq!(SCENARIOS.len(), 19);
+    assert_eq!(SCENARIOS.len(), 20);
     for name in ["client-pause", "amnesia-split"] {
         let s = find(name).expect(name);
         assert!(s.schedule(d, 5, 4, 42).faults.is_empty(), "{name}");
@@ -289,6 +289,40 @@ async fn each_fault_kind_does_what_it_says_on_local() {
         .await
         .expect_err("the clock runs at the real rate");
     assert!(e.contains("want +100000 ppm"), "{e}");
+
+    // Forget: the run's lock keys go, its fence counters and everything else stay.
+    let lock_key = format!("{}forget:none", forget::key_space(c.run_id()));
+    let counter = fenced_redlock::fence::counter_key(&lock_key);
+    let mut conn = redis::Client::open(w(2))
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .expect("connect");
+    let _: () = redis::pipe()
+        .set(&lock_key, "token")
+        .set(&counter, 7)
+        .set("not-the-rig-s", "v")
+        .query_async(&mut conn)
+        .await
+        .expect("set");
+    apply(&c, None, &Fault::Forget, Target::Node(NodeId(2)), win)
+        .await
+        .expect("forget");
+    heal(&c, None, &Fault::Forget, Target::Node(NodeId(2)))
+        .await
+        .expect("heal forget");
+    let (lock, count, other): (Option<String>, Option<u64>, Option<String>) = redis::pipe()
+        .get(&lock_key)
+        .get(&counter)
+        .get("not-the-rig-s")
+        .query_async(&mut conn)
+        .await
+        .expect("get");
+    assert_eq!(
+        (lock, count, other.as_deref()),
+        (None, Some(7), Some("v")),
+        "forget deletes the lock key only"
+    );
 
     assert_healthy(&c).await;
     c.down().await.expect("down");

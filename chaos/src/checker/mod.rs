@@ -14,6 +14,8 @@
 //!   times, outcome (ok / fail / info) and values; JSON lines.
 //! - [`quorum_probe`]: acquires the rig makes itself while exactly `N − quorum` nodes are
 //!   down: the lock must grant them (an off-by-one in "quorum still possible" does not).
+//! - [`renewal`]: whether a renewed lease whose keys a quorum forgot hears it from its
+//!   renewer, not only when its validity runs out.
 //! - [`lost`](mod@lost): lost updates by name, each with the write that erased it, replayed from the
 //!   resource's log.
 
@@ -24,6 +26,7 @@ pub mod history;
 pub mod leak;
 pub mod lost;
 pub mod quorum_probe;
+pub mod renewal;
 pub mod report;
 pub mod stale;
 pub mod truth;

@@ -443,6 +443,8 @@ pub enum Verb {
     ClockRate,
     /// Anything through the node's proxy (partition, black hole, latency).
     Proxy,
+    /// Delete keys on the node's admin address.
+    Forget,
 }
 
 impl Verb {
@@ -456,6 +458,7 @@ impl Verb {
             Verb::Clock => "clock jump",
             Verb::ClockRate => "clock skew",
             Verb::Proxy => "proxy fault",
+            Verb::Forget => "forget keys",
         }
     }
 }

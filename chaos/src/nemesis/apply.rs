@@ -161,6 +161,17 @@ pub async fn apply<C: Cluster>(
                 .await
                 .map_err(clock_err("apply", fault, node))
         }
+        Fault::Forget => {
+            let url = cluster.admin_url(node).map_err(e("apply"))?;
+            let deleted = super::forget::forget(&url, cluster.run_id())
+                .await
+                .map_err(|reason| NemesisError::Forget {
+                    action: format!("apply {fault} on {node}"),
+                    reason,
+                })?;
+            tracing::debug!(%node, deleted, "lock keys forgotten");
+            Ok(())
+        }
         Fault::ClientStall => Err(NemesisError::InvalidSchedule {
             index: 0,
             fault: fault.name(),
@@ -232,6 +243,7 @@ pub async fn heal<C: Cluster>(
                 .map(drop)
                 .map_err(clock_err("heal", fault, node))
         }
-        Fault::ClientStall => Ok(()),
+        // Forgotten keys come back as holders set them again.
+        Fault::ClientStall | Fault::Forget => Ok(()),
     }
 }

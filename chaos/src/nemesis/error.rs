@@ -51,6 +51,14 @@ pub enum NemesisError {
         /// What the node's clock read instead.
         observed: String,
     },
+    /// The node's keys could not be deleted ([`super::forget`]).
+    #[error("{action}: {reason} (is the node's admin address reachable and writable?)")]
+    Forget {
+        /// What was being done.
+        action: String,
+        /// What failed.
+        reason: String,
+    },
     /// The proxy API refused a fault or its heal.
     #[error("{action}: {source}")]
     Proxy {

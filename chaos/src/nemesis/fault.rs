@@ -13,6 +13,7 @@
 //! | `ClockJump` | libfaketime offset (Valkey) | offset 0 |
 //! | `ClockSkew` | libfaketime rate, no jump (Valkey; local, Docker) | offset 0, rate 1 |
 //! | `ClientStall` | the workload stalls the worker | the workload resumes it |
+//! | `Forget` | the run's lock keys deleted on the node ([`super::forget`]) | nothing (keys come back as holders set them) |
 //!
 //! `RestartWipe` keeps the node down for the whole window and brings it back empty at the
 //! END of the window: amnesia only matters if the node forgets while the others still hold
@@ -97,6 +98,9 @@ pub enum Fault {
     /// A worker stops for the window (GC pause, swapped out); applied by the workload
     /// through [`super::WorkerControl`]; targets are workers.
     ClientStall,
+    /// The node, still running, loses the run's lock keys (an eviction, an operator's
+    /// delete) and keeps its fence counters ([`super::forget`]); heal: nothing.
+    Forget,
 }
 
 impl Fault {
@@ -114,6 +118,7 @@ impl Fault {
             Fault::ClockJump { .. } => "clock-jump",
             Fault::ClockSkew { .. } => "clock-skew",
             Fault::ClientStall => "client-stall",
+            Fault::Forget => "forget",
         }
     }
 
@@ -148,6 +153,7 @@ impl Fault {
             | Fault::Connection(_) => Verb::Proxy,
             Fault::ClockJump { .. } => Verb::Clock,
             Fault::ClockSkew { .. } => Verb::ClockRate,
+            Fault::Forget => Verb::Forget,
             Fault::ClientStall => return None,
         })
     }

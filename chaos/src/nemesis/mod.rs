@@ -11,6 +11,7 @@
 //! - [`runner`]: [`Nemesis`], which plays a schedule on a tokio timeline, records when each
 //!   fault was really applied and healed, and heals whatever is active on every exit path.
 //! - [`clock_check`]: after every clock fault and heal, the node's `TIME` against ours.
+//! - [`forget`](mod@forget): a node losing the run's lock keys while it runs.
 //! - [`error`]: what can go wrong ([`NemesisError`]).
 //!
 //! The named recipes that produce schedules live in [`crate::scenario`].
@@ -22,6 +23,7 @@ pub mod clock_check;
 pub mod connection;
 pub mod error;
 pub mod fault;
+pub mod forget;
 pub mod runner;
 pub mod schedule;
 pub mod target;

@@ -264,6 +264,7 @@ fn summary_table(out: &mut String, s: &ScenarioReport, modes: &[&str]) {
             validity_cuts: _,
             leaks: _,
             recovery,
+            loss_heard: _,
         } = m;
         let resume = recovery
             .worst_resume_ms

@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::checker::availability::Recovery;
 use crate::checker::leak::LeakSummary;
+use crate::checker::renewal::LossHeard;
 use crate::checker::truth::TruthSummary;
 use crate::workload::Mode;
 
@@ -281,6 +282,11 @@ pub struct ModeReport {
     /// minority fault against the same mode's healthy pace ([`crate::checker::availability`]).
     #[serde(default)]
     pub recovery: Recovery,
+    /// Renewed grants whose keys a quorum of nodes forgot while they held: whether their
+    /// renewer told them, or they heard only when validity ran out
+    /// ([`crate::checker::renewal`]).
+    #[serde(default)]
+    pub loss_heard: LossHeard,
 }
 
 /// How often a renewed section reads its renewer's `status()` for

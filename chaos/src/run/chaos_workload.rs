@@ -32,6 +32,7 @@ use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
 
 use super::clock::ScenarioClock;
+use super::lease_watch::{LeaseWatch, RenewalSeen};
 use super::pause::PausePlan;
 use super::truth::TruthReader;
 use crate::checker::history::{Op, OpKind, OpOutcome};
@@ -40,39 +41,6 @@ use crate::lockut::{Lease, LockUnderTest};
 use crate::report::model::RENEWAL_WATCH_TICK_MS;
 use crate::workload::Mode;
 use crate::workload::ledger::{Ledger, State, section_id};
-
-/// The validities a renewer announced, as a renewed section sees them.
-#[derive(Debug)]
-struct AnnouncedValidity {
-    /// The latest end announced so far.
-    latest: Instant,
-    /// The largest cut seen: how much earlier than `latest` a later announcement ended.
-    worst: Option<Duration>,
-}
-
-impl AnnouncedValidity {
-    /// Starting from the lease's validity when it was handed to the renewer.
-    fn new(at_start: Instant) -> Self {
-        AnnouncedValidity {
-            latest: at_start,
-            worst: None,
-        }
-    }
-
-    /// What `status()` says now (`None`: lost — the end of announcements, not a cut).
-    fn saw(&mut self, held_until: Option<Instant>) {
-        let Some(end) = held_until else { return };
-        if end < self.latest {
-            let cut = self.latest - end;
-            self.worst = Some(self.worst.map_or(cut, |w| w.max(cut)));
-        }
-        self.latest = self.latest.max(end);
-    }
-
-    fn worst_cut(&self) -> Option<Duration> {
-        self.worst
-    }
-}
 
 /// Longest single waiting acquire; a worker retries after it (recording the failure).
 pub const DEFAULT_ACQUIRE_WAIT: Duration = Duration::from_secs(1);
@@ -168,6 +136,10 @@ pub enum WorkerEvent {
         /// (none: never cut, or not renewed).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         validity_cut_us: Option<u64>,
+        /// A renewed grant's watch of its lease: the loss it heard and its late ticks
+        /// (none: not renewed).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        renewal: Option<RenewalSeen>,
     },
     /// The worker, holding a lease, is about to stop itself (`SIGSTOP`); the runner resumes
     /// it `resume_after_us` later.
@@ -453,6 +425,7 @@ impl Held<'_> {
             outcome: *outcome.as_ref().unwrap_or(&GrantOutcome::Indeterminate),
             truth,
             validity_cut_us: None,
+            renewal: None,
         });
         let invoke = Instant::now();
         // Not needed for safety: keys we could not delete expire with the TTL.
@@ -513,8 +486,9 @@ impl Held<'_> {
             _ => None,
         };
         // Beside the section: every validity the renewer announces while it holds must be
-        // at least the last one (the holder may be working on that one).
-        let mut announced = AnnouncedValidity::new(valid_until);
+        // at least the last one (the holder may be working on that one), and a loss must
+        // be heard in time.
+        let mut watch = LeaseWatch::new(valid_until);
         let outcome = {
             let section = self.section(fence, valid_until, &held, emit);
             tokio::pin!(section);
@@ -524,11 +498,11 @@ impl Held<'_> {
                 tokio::select! {
                     biased;
                     outcome = &mut section => break outcome,
-                    _ = tick.tick() => announced.saw(held()),
+                    _ = tick.tick() => watch.saw(renewing.status(), Instant::now()),
                 }
             }
         };
-        announced.saw(held());
+        watch.saw(renewing.status(), Instant::now());
         let done = Instant::now();
         let known = held();
         let truth = match (known, self.truth.take()) {
@@ -558,7 +532,8 @@ impl Held<'_> {
                 .as_ref()
                 .map_or(GrantOutcome::Indeterminate, |(o, _)| *o),
             truth,
-            validity_cut_us: announced.worst_cut().map(us),
+            validity_cut_us: watch.worst_cut().map(us),
+            renewal: Some(watch.seen(self.clock)),
         });
         let invoke = Instant::now();
         let report = renewing.release().await;
@@ -697,23 +672,6 @@ impl Held<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_shorter_announcement_while_held_is_a_cut_and_a_loss_is_not() {
-        let t0 = Instant::now();
-        let at = |ms: u64| t0 + Duration::from_millis(ms);
-        let mut a = AnnouncedValidity::new(at(400));
-        for seen in [Some(at(400)), Some(at(450)), None, Some(at(500))] {
-            a.saw(seen);
-        }
-        assert_eq!(a.worst_cut(), None);
-        // Renewed with the short TTL at once: 400 announced, then 260, then 300.
-        let mut a = AnnouncedValidity::new(at(400));
-        for seen in [Some(at(260)), Some(at(300)), Some(at(520))] {
-            a.saw(seen);
-        }
-        assert_eq!(a.worst_cut(), Some(Duration::from_millis(140)));
-    }
 
     #[test]
     fn work_to_validity_leaves_the_write_its_allowance_and_no_more_than_the_margin() {

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use crate::checker::renewal::Forgot;
 use crate::checker::truth::{ClockRates, RateWindow};
 use crate::nemesis::{ConnectionFault, Fault, FaultRecord, NemesisReport, PartitionVia, Targets};
 use crate::report::FaultWindow;
@@ -111,7 +112,30 @@ fn detail(rec: &FaultRecord, processes: bool) -> String {
         }
         Fault::ClientStall if processes => "SIGSTOP of this worker's process in every mode".into(),
         Fault::ClientStall => "worker stalled".into(),
+        Fault::Forget => "the run's lock keys deleted (fence counters kept)".into(),
     }
+}
+
+/// The moments the nemesis's `forget` faults left a quorum of `nodes` without the lock
+/// keys, on the scenario clock: from when the fault was due (no key was deleted before)
+/// until the quorum-th node's delete had returned (every one was gone by then). A forget
+/// that reached fewer nodes is not one.
+pub(crate) fn forgets(r: &NemesisReport, nemesis_t0: Duration, nodes: usize) -> Vec<Forgot> {
+    let shift = u64::try_from(nemesis_t0.as_millis()).unwrap_or(0);
+    let us = |ms: u64| ms.saturating_add(shift).saturating_mul(1_000);
+    let quorum = nodes / 2 + 1;
+    let mut out = Vec::new();
+    for rec in r.records.iter().filter(|r| r.fault == Fault::Forget) {
+        let mut done: Vec<u64> = rec.node_applied_ms.iter().map(|(_, at)| *at).collect();
+        done.sort_unstable();
+        if let Some(at) = done.get(quorum - 1) {
+            out.push(Forgot {
+                from_us: us(rec.planned_start_ms),
+                gone_us: us(*at),
+            });
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -159,6 +183,30 @@ mod tests {
         assert_eq!(rates.at(2, 3_000_000), 0);
         assert_eq!(rates.at(0, 5_099_999), 10_000);
         assert_eq!(rates.at(0, 5_100_000), 0);
+    }
+
+    #[test]
+    fn a_forget_is_gone_when_the_quorum_th_node_s_delete_returned() {
+        let forget = |nodes: &[usize], applied: &[(usize, u64)]| FaultRecord {
+            fault: Fault::Forget,
+            planned_start_ms: 1_000,
+            planned_end_ms: 1_500,
+            ..skew(0, nodes, applied)
+        };
+        let r = report(vec![
+            forget(&[0, 2, 4], &[(4, 1_003), (0, 1_001), (2, 1_002)]),
+            // Applied on two nodes only: a quorum of five still held the keys.
+            forget(&[1, 2, 3], &[(1, 1_001), (3, 1_002)]),
+            skew(10_000, &[0, 1, 2], &[(0, 1_600)]),
+        ]);
+        let f = forgets(&r, Duration::from_millis(100), 5);
+        assert_eq!(
+            f,
+            [Forgot {
+                from_us: 1_100_000,
+                gone_us: 1_103_000
+            }]
+        );
     }
 
     #[test]

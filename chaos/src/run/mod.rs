@@ -10,6 +10,8 @@
 //! - [`play`]: one scenario — reset the cluster, start 4 modes × W workers, play the
 //!   schedule with the nemesis, sample the counters, build the [`ScenarioReport`].
 //! - [`chaos_workload`]: the time-bounded fenced counter worker and its [`WorkerEvent`]s.
+//! - [`lease_watch`]: a renewed section's watch of its lease (announced validities, the
+//!   loss heard and when).
 //! - [`worker_proc`]: workers as `chaos worker` processes; client stalls as SIGSTOP.
 //! - [`pause`]: client pauses inside critical sections (a worker stops itself; the runner
 //!   resumes it).
@@ -34,6 +36,7 @@ pub mod chaos_workload;
 pub mod clock;
 pub mod faults;
 pub mod leaks;
+pub mod lease_watch;
 pub mod needs;
 pub mod path_probe;
 pub mod pause;

@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 use super::Env;
 use super::chaos_workload::{DEFAULT_ACQUIRE_WAIT, WorkerEvent, WorkerSpec, run_worker};
 use super::clock::{ScenarioClock, monotonic_ns};
-use super::faults::{clock_rates, fault_windows};
+use super::faults::{clock_rates, fault_windows, forgets};
 use super::leaks;
 use super::pause::PausePlan;
 use super::quorum_probe;
@@ -36,6 +36,7 @@ use super::worker_proc::{self, ProcessControl};
 use crate::checker::availability::{idle_fault_windows, recovery};
 use crate::checker::history::OpKind;
 use crate::checker::leak;
+use crate::checker::renewal::{self, Bound};
 use crate::checker::truth::ClockRates;
 use crate::cluster::{Cluster, NodeId, Verb};
 use crate::lockut::{LockKind, LockUnderTest, Mutation};
@@ -377,6 +378,11 @@ pub(crate) async fn play(
         Ok(r) => clock_rates(r, nemesis_t0),
         Err(_) => ClockRates::default(),
     };
+    let forgot = match &nemesis_report {
+        Ok(r) => forgets(r, nemesis_t0, env.cluster.nodes()),
+        Err(_) => Vec::new(),
+    };
+    let ttl_us = u64::try_from(scenario_ttl(scenario, env.cfg.ttl).as_micros()).unwrap_or(u64::MAX);
     faults.extend(match nemesis_report {
         Ok(r) => fault_windows(&r, nemesis_t0, processes, &mut harness),
         Err(e) => {
@@ -415,6 +421,7 @@ pub(crate) async fn play(
         history.extend(done.history);
         let (mut m, t) = (done.report, done.timeline);
         m.lock = mode_lock(env.cfg.lock, scenario, *mode).name().into();
+        m.loss_heard = renewal::loss_heard(&done.renewed, &forgot, Bound::for_ttl_us(ttl_us));
         // Client pauses are faults too: on the scenario's fault list, beside the scheduled ones.
         faults.extend(t.pauses.iter().map(|p| FaultWindow {
             kind: "client-pause".into(),
@@ -479,7 +486,13 @@ pub fn mode_lock(under_test: LockKind, scenario: &Scenario, mode: Mode) -> LockK
 
 /// The lock resource of `mode` in `scenario` (also its keys' prefix, for ours).
 fn resource(env: &Env, scenario: &Scenario, mode: Mode) -> String {
-    format!("chaos:{}:{}:{}", env.run_id, scenario.name, mode.name())
+    // Under the run's key space, which a `forget` fault empties of lock keys.
+    format!(
+        "{}{}:{}",
+        crate::nemesis::forget::key_space(&env.run_id),
+        scenario.name,
+        mode.name()
+    )
 }
 
 /// The scenario's lease TTL: `amnesia-split` needs one longer than a node's restart.

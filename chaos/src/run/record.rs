@@ -11,6 +11,7 @@ use super::chaos_workload::{GrantOutcome, WorkerEvent};
 use super::clock::ScenarioClock;
 use crate::bench::stats::percentile;
 use crate::checker::history::{Op, OpKind, OpOutcome};
+use crate::checker::renewal::RenewedGrant;
 use crate::checker::truth::{ClockRates, GrantTruth, TruthSummary};
 use crate::checker::{self, Window, Written};
 use crate::workload::ledger::{Final, Ledger};
@@ -77,6 +78,8 @@ pub struct ModeRecord {
     truths: Vec<(GrantTruth, u64)>,
     /// Renewed grants whose renewer cut an announced validity.
     validity_cuts: u64,
+    /// Renewed grants, as their sections' watches saw them.
+    renewed: Vec<RenewedGrant>,
 }
 
 /// A mode's record, judged.
@@ -90,6 +93,8 @@ pub struct Finished {
     pub history: Vec<Op>,
     /// Breaks in the rig's own records (harness problems, not the lock's).
     pub anomalies: Vec<String>,
+    /// Renewed grants, for [`crate::checker::renewal`] (which needs the run's faults).
+    pub renewed: Vec<RenewedGrant>,
 }
 
 impl ModeRecord {
@@ -162,8 +167,17 @@ impl ModeRecord {
                 outcome,
                 truth,
                 validity_cut_us,
+                renewal,
             } => {
                 self.validity_cuts += u64::from(validity_cut_us.is_some());
+                if let Some(seen) = renewal {
+                    self.renewed.push(RenewedGrant {
+                        start_us,
+                        done_us,
+                        loss: seen.loss,
+                        stalls: seen.stalls_us,
+                    });
+                }
                 if let Some(t) = truth {
                     self.truths.push((t, valid_until_us));
                 }
@@ -341,12 +355,15 @@ impl ModeRecord {
             leaks: Default::default(),
             // Needs the fault windows: filled in by the runner.
             recovery: Default::default(),
+            // Needs the nemesis's forgets: filled in by the runner.
+            loss_heard: Default::default(),
         };
         Finished {
             report,
             timeline: self.timeline,
             history: self.history,
             anomalies,
+            renewed: self.renewed,
         }
     }
 }
@@ -395,6 +412,7 @@ mod tests {
             outcome,
             truth: Some(truth),
             validity_cut_us: None,
+            renewal: None,
         }
     }
 
@@ -412,6 +430,7 @@ mod tests {
                 outcome: GrantOutcome::Accepted,
                 truth: None,
                 validity_cut_us: cut,
+                renewal: None,
             });
         }
         assert_eq!(
@@ -537,6 +556,7 @@ mod tests {
             outcome: GrantOutcome::Accepted,
             truth: None,
             validity_cut_us: None,
+            renewal: None,
         });
         // A later grant with the same token (amnesia): a duplicate.
         r.push(WorkerEvent::Grant {
@@ -549,6 +569,7 @@ mod tests {
             outcome: GrantOutcome::Accepted,
             truth: None,
             validity_cut_us: None,
+            renewal: None,
         });
         let Finished {
             report: m,

@@ -72,6 +72,8 @@ verdicts (chaos run; none, checked, write_only and claim_first run at once in ev
                                    lock holds as above; an exclusion violation (clock jumps): tokens still grow
                                    (not across amnesia within the TTL); the rest is reported
   after every heal (safe and available, unavailable, the lock holds, tokens grow): a grant within 3 s
+  every scenario, every mode: a renewed lease whose keys a quorum forgot hears it from its renewer, not only
+                                   when its validity runs out (more than half a TTL after the keys were gone)
   every scenario, every mode: no key of a never-granted attempt left standing for 80 % of its TTL on a node
                                    whose faults keep requests in order (freeze, muted or split replies, clock jumps)
   any: a worker or fault that failed, a fault left unhealed, an unread counter, an interruption -> unknown (exit 2)";
@@ -259,6 +261,28 @@ fn no_leaks(check: &mut dyn FnMut(&str, bool, String), name: &str, m: &ModeRepor
     );
 }
 
+/// A renewed lease whose keys a quorum forgot heard it from its renewer, not only when its
+/// validity ran out (nothing to judge when no such lease was seen).
+fn loss_told(check: &mut dyn FnMut(&str, bool, String), name: &str, m: &ModeReport) {
+    let h = &m.loss_heard;
+    if h.judged == 0 {
+        return;
+    }
+    let examples = if h.examples.is_empty() {
+        String::new()
+    } else {
+        format!("; e.g. {}", h.examples.join("; "))
+    };
+    check(
+        name,
+        h.late == 0,
+        format!(
+            "{name}: {} of {} renewed leases whose keys a quorum forgot heard of it only when their validity ran out, over {} ms after (want 0: the renewer's next renewal finds the keys gone and must say so; {} told, {} excused by the worker's own stalls){examples}",
+            h.late, h.judged, h.bound_ms, h.told, h.excused
+        ),
+    );
+}
+
 /// What the lock must keep wherever it promises exclusion, even when clients outlive their
 /// leases: holding windows end at `valid_until`, so no two overlap and tokens grow; every
 /// loss, in every mode, is a stale write's doing.
@@ -370,6 +394,10 @@ pub fn verdict_for(
             "not applicable: write_only, claim_first (the lock under test hands out no fencing tokens)"
                 .into(),
         );
+    }
+    // Every scenario: a renewer that finds its keys gone says so.
+    for (name, m) in modes {
+        loss_told(&mut check, name, m);
     }
     let claim_first_loses_nothing =
         |check: &mut dyn FnMut(&str, bool, String)| match modes.get(CLAIM_FIRST) {
@@ -633,6 +661,7 @@ mod tests {
             validity_cuts: 0,
             leaks: Default::default(),
             recovery: Default::default(),
+            loss_heard: Default::default(),
             server_truth: TruthSummary {
                 read: sections,
                 margin_min_us: Some(3_000),
@@ -658,6 +687,57 @@ mod tests {
             ("write_only".to_owned(), mode(10, 0, 0, 0)),
             ("claim_first".to_owned(), claim),
         ])
+    }
+
+    #[test]
+    fn a_renewer_that_kept_a_loss_quiet_fails_in_every_expectation() {
+        use crate::checker::renewal::LossHeard;
+        let quiet = ModeReport {
+            loss_heard: LossHeard {
+                judged: 4,
+                told: 3,
+                late: 1,
+                bound_ms: 100,
+                examples: vec!["granted 1.000 s, keys gone on a quorum 1.010 s, heard Expired 1.186 s (176 ms later)".into()],
+                ..LossHeard::default()
+            },
+            ..mode(10, 0, 0, 0)
+        };
+        for e in Expectation::ALL {
+            let v = verdict(e, &modes(mode(10, 0, 0, 0), quiet.clone()), &[], true);
+            assert_eq!(v.outcome, Outcome::Fail, "{e}: {:?}", v.reasons);
+            assert!(v.failed_modes.contains(&"claim_first".to_owned()), "{e}");
+            assert!(
+                v.reasons.iter().any(|r| r
+                    .starts_with("FAILED: claim_first: 1 of 4 renewed leases")
+                    && r.contains("176 ms later")),
+                "{e}: {:?}",
+                v.reasons
+            );
+        }
+        // Told, or excused by the worker's own stall: a pass, and said.
+        let told = ModeReport {
+            loss_heard: LossHeard {
+                judged: 4,
+                told: 3,
+                excused: 1,
+                bound_ms: 100,
+                ..LossHeard::default()
+            },
+            ..mode(10, 0, 0, 0)
+        };
+        let v = verdict(
+            Expectation::TokensGrow,
+            &modes(mode(10, 0, 0, 0), told),
+            &[],
+            true,
+        );
+        assert_eq!(v.outcome, Outcome::Pass, "{:?}", v.reasons);
+        assert!(
+            v.reasons
+                .iter()
+                .any(|r| r.starts_with("ok: claim_first: 0 of 4") && r.contains("1 excused"))
+        );
     }
 
     #[test]

@@ -84,6 +84,7 @@ pub fn draw(spec: &FaultSpec, rng: &mut StdRng) -> Fault {
             rate_ppm: rng.random_range(rate_ppm.lo..=rate_ppm.hi),
         },
         FaultSpec::ClientStall {} => Fault::ClientStall,
+        FaultSpec::Forget {} => Fault::Forget,
         FaultSpec::ResetPeer {} => Fault::Connection(ConnectionKind::ResetPeer.draw(rng)),
         FaultSpec::Slicer {} => Fault::Connection(ConnectionKind::Slicer.draw(rng)),
         FaultSpec::LimitData {} => Fault::Connection(ConnectionKind::LimitData.draw(rng)),

@@ -287,6 +287,9 @@ pub enum FaultSpec {
     MuteReplies {},
     /// A worker stops for the window; targets are workers (`one-worker`, `{ workers = [..] }`).
     ClientStall {},
+    /// The node loses the run's lock keys at the window's start (an eviction, an operator's
+    /// delete) and keeps running, fence counters kept; nothing to heal.
+    Forget {},
 }
 
 /// The names `kind` takes.
@@ -307,6 +310,7 @@ enum Kind {
     Slicer,
     LimitData,
     MuteReplies,
+    Forget,
 }
 
 /// [`FaultSpec`] as written: a flat table whose parameters are checked against its kind
@@ -380,6 +384,7 @@ impl TryFrom<RawFaultSpec> for FaultSpec {
             Kind::Slicer => FaultSpec::Slicer {},
             Kind::LimitData => FaultSpec::LimitData {},
             Kind::MuteReplies => FaultSpec::MuteReplies {},
+            Kind::Forget => FaultSpec::Forget {},
         };
         let given = [
             ("via", r.via.is_some(), "partition"),
@@ -422,6 +427,7 @@ impl FaultSpec {
             FaultSpec::Slicer {} => "slicer",
             FaultSpec::LimitData {} => "limit-data",
             FaultSpec::MuteReplies {} => "mute-replies",
+            FaultSpec::Forget {} => "forget",
         }
     }
 

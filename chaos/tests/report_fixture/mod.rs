@@ -223,6 +223,7 @@ fn mode(
         validity_cuts: 0,
         leaks: Default::default(),
         recovery: Default::default(),
+        loss_heard: Default::default(),
     };
     (m, t)
 }
