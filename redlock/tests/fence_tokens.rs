@@ -85,3 +85,80 @@ async fn no_two_leases_share_a_token_under_contention() {
     let distinct: HashSet<_> = all.iter().copied().collect();
     assert_eq!(distinct.len(), all.len(), "a token was handed out twice");
 }
+
+/// The fence write's source, as `EVAL` carries it on the wire (see `script.rs`).
+const FENCE_WRITE_TEXT: &[u8] = b"local ahead = tonumber(ARGV[2]) <= current";
+
+/// The fence round's rule (the model's counterexample, `docs/model.md`): a node whose
+/// counter is already at the token being written is no clean write, even where the lock
+/// key is still ours — another grant took that token between our two rounds (a clock
+/// jump or a node's lost keys let it in). Counted as clean, the same token would be
+/// granted twice. Each node's fence write is held at a gate while "the other grant" writes
+/// the counters, then let through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_counter_already_at_the_token_is_not_a_clean_write() {
+    use fenced_redlock::{LockError, NodeError, NodeFailureReason};
+    use support::GateProxy;
+    use tokio::task::block_in_place;
+
+    let cluster = Cluster::start(Flavour::Valkey, 3);
+    let mut gates = Vec::new();
+    for s in &cluster.servers {
+        gates.push(GateProxy::start(s.port, FENCE_WRITE_TEXT).await);
+    }
+    let redlock = Redlock::builder(gates.iter().map(GateProxy::url))
+        .ttl(Duration::from_secs(20))
+        .node_timeout(Duration::from_secs(5))
+        .fencing(true)
+        .build()
+        .expect("valid");
+    let acquire = tokio::spawn({
+        let redlock = redlock.clone();
+        async move { redlock.try_acquire("ahead").await }
+    });
+    let held = async {
+        for gate in &gates {
+            gate.held().await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(4), held)
+        .await
+        .expect("every node's fence write reaches its gate (has the script's text changed?)");
+    // Our first round read counters of 0: the fence round writes token 1. Another grant
+    // took token 1 meanwhile and wrote it on every node; our lock keys stay ours.
+    let counter = fenced_redlock::fence::counter_key("ahead");
+    block_in_place(|| {
+        for s in &cluster.servers {
+            let _: () = redis::cmd("SET")
+                .arg(&counter)
+                .arg(1)
+                .query(&mut s.admin())
+                .expect("SET counter");
+        }
+    });
+    let holding = block_in_place(|| cluster.wait_held_everywhere("ahead", Duration::from_secs(2)));
+    assert_eq!(holding, [0, 1, 2], "our keys stay ours");
+    for gate in &gates {
+        gate.open();
+    }
+    let err = acquire
+        .await
+        .expect("joined")
+        .expect_err("token 1 was taken: no clean write anywhere, no grant");
+    let LockError::QuorumNotReached { failures, .. } = &err else {
+        panic!("not a quorum failure: {err}");
+    };
+    // Two refusals decide it (no quorum of three is left): the third may not have answered.
+    let mut refused = 0;
+    for f in failures {
+        match &f.reason {
+            NodeFailureReason::Error(NodeError::FenceAhead(1)) => refused += 1,
+            NodeFailureReason::NoAnswerYet => {}
+            other => panic!("{other:?} in {err}"),
+        }
+    }
+    assert!(refused >= 2, "{err}");
+    let left = block_in_place(|| cluster.wait_gone("ahead", Duration::from_secs(1)));
+    assert!(left.is_empty(), "still held on {left:?}");
+    redlock.shutdown().await.expect("shut down");
+}

@@ -19,6 +19,10 @@
 //! TTL on a node whose faults keep one connection's requests in order ([`crate::checker::leak`]);
 //! a failed attempt must remove its keys wherever they may be.
 //!
+//! Every scenario, every mode: a renewed lease whose keys a quorum of nodes forgot while it
+//! held hears of it from its renewer, not only as `Expired` more than half a TTL later
+//! ([`crate::checker::renewal`]; only `renewal-forget` makes such leases).
+//!
 //! A lock without fencing tokens (`--lock rslock`) runs only `none` and `checked`: the
 //! claim-first check is then replaced by a note that the fenced modes did not apply.
 //!
