@@ -13,8 +13,10 @@
 //! - a loss heard for any reason but `Expired` is what the renewer owes: **heard**;
 //! - a loss heard as `Expired` more than [`Bound`] after `gone` is **late** — the renewer
 //!   ran at least one renewal in between (every `interval`, a third of the TTL by default),
-//!   found the keys gone, and said nothing; unless the worker itself stalled in between
-//!   (its watch of the lease saw a tick come late): then it is **excused**, and counted;
+//!   found the keys gone, and said nothing; unless something stalled in between — the
+//!   worker itself (its watch of the lease saw a tick come late), or a node or the machine
+//!   (the rig's key watcher saw its path stall, [`crate::run::leaks`]): then it is
+//!   **excused**, and counted;
 //! - `Expired` sooner than that is **heard**: validity ran out before a renewal was due;
 //! - a section that ended before hearing anything is not judged (a renewal after a long
 //!   `extend_for` may rightly wait past its end).
@@ -81,7 +83,7 @@ pub struct LossHeard {
     /// Of those, heard only as `Expired`, more than the bound after the keys were gone:
     /// a renewer that saw the loss and kept quiet.
     pub late: u64,
-    /// Late, but the worker stalled in between: not judged.
+    /// Late, but the worker, a node or the machine stalled in between: not judged.
     #[serde(default)]
     pub excused: u64,
     /// The bound, ms.
@@ -99,8 +101,14 @@ fn s(us: u64) -> String {
     format!("{:.3} s", us as f64 / 1e6)
 }
 
-/// The check over one mode's renewed grants and the run's forgets.
-pub fn loss_heard(grants: &[RenewedGrant], forgets: &[Forgot], bound: Bound) -> LossHeard {
+/// The check over one mode's renewed grants and the run's forgets; `stalls` are the
+/// `[from, to)` windows in which the rig saw a node's path or the machine stall.
+pub fn loss_heard(
+    grants: &[RenewedGrant],
+    forgets: &[Forgot],
+    stalls: &[(u64, u64)],
+    bound: Bound,
+) -> LossHeard {
     let mut out = LossHeard {
         bound_ms: bound.0 / 1_000,
         ..LossHeard::default()
@@ -118,7 +126,8 @@ pub fn loss_heard(grants: &[RenewedGrant], forgets: &[Forgot], bound: Bound) -> 
                 out.told += u64::from(how == Heard::Told);
                 continue;
             }
-            if g.stalls.iter().any(|&(a, b)| a < at && b > f.gone_us) {
+            let between = |&(a, b): &(u64, u64)| a < at && b > f.gone_us;
+            if g.stalls.iter().chain(stalls).any(between) {
                 out.excused += 1;
                 continue;
             }
@@ -160,7 +169,7 @@ mod tests {
     }
 
     fn check(grants: &[RenewedGrant]) -> LossHeard {
-        loss_heard(grants, &[forgot()], Bound::for_ttl_us(TTL_US))
+        loss_heard(grants, &[forgot()], &[], Bound::for_ttl_us(TTL_US))
     }
 
     #[test]
@@ -192,7 +201,13 @@ mod tests {
         assert_eq!((r.judged, r.late, r.excused), (1, 0, 1));
         // A stall before the keys were gone excuses nothing.
         g.stalls = vec![(900_000, 1_000_000)];
-        assert_eq!(check(&[g]).late, 1);
+        assert_eq!(check(&[g.clone()]).late, 1);
+        // Nor does one of a node after the hearing; one between does.
+        let bound = Bound::for_ttl_us(TTL_US);
+        let r = loss_heard(&[g.clone()], &[forgot()], &[(1_190_000, 1_300_000)], bound);
+        assert_eq!((r.late, r.excused), (1, 0));
+        let r = loss_heard(&[g], &[forgot()], &[(1_100_000, 1_120_000)], bound);
+        assert_eq!((r.late, r.excused), (0, 1));
     }
 
     #[test]

@@ -383,6 +383,12 @@ pub(crate) async fn play(
         Err(_) => Vec::new(),
     };
     let ttl_us = u64::try_from(scenario_ttl(scenario, env.cfg.ttl).as_micros()).unwrap_or(u64::MAX);
+    // Every stall the key watcher saw, a forget's included (a forget stalls nothing itself).
+    let rig_stalls: Vec<(u64, u64)> = watched_keys
+        .stalls
+        .iter()
+        .map(|s| (s.from_us, s.to_us))
+        .collect();
     faults.extend(match nemesis_report {
         Ok(r) => fault_windows(&r, nemesis_t0, processes, &mut harness),
         Err(e) => {
@@ -421,7 +427,12 @@ pub(crate) async fn play(
         history.extend(done.history);
         let (mut m, t) = (done.report, done.timeline);
         m.lock = mode_lock(env.cfg.lock, scenario, *mode).name().into();
-        m.loss_heard = renewal::loss_heard(&done.renewed, &forgot, Bound::for_ttl_us(ttl_us));
+        m.loss_heard = renewal::loss_heard(
+            &done.renewed,
+            &forgot,
+            &rig_stalls,
+            Bound::for_ttl_us(ttl_us),
+        );
         // Client pauses are faults too: on the scenario's fault list, beside the scheduled ones.
         faults.extend(t.pauses.iter().map(|p| FaultWindow {
             kind: "client-pause".into(),

@@ -281,7 +281,7 @@ fn loss_told(check: &mut dyn FnMut(&str, bool, String), name: &str, m: &ModeRepo
         name,
         h.late == 0,
         format!(
-            "{name}: {} of {} renewed leases whose keys a quorum forgot heard of it only when their validity ran out, over {} ms after (want 0: the renewer's next renewal finds the keys gone and must say so; {} told, {} excused by the worker's own stalls){examples}",
+            "{name}: {} of {} renewed leases whose keys a quorum forgot heard of it only when their validity ran out, over {} ms after (want 0: the renewer's next renewal finds the keys gone and must say so; {} told, {} excused by a stall of the worker, a node or the machine){examples}",
             h.late, h.judged, h.bound_ms, h.told, h.excused
         ),
     );
