@@ -9,7 +9,8 @@ mod support;
 use std::time::Duration;
 
 use fenced_redlock::{ConfigError, Durability, LockError, NodeError, NodeFailureReason, Redlock};
-use support::{Cluster, Flavour, GateProxy};
+use support::gate::{self, GateProxy};
+use support::{Cluster, Flavour};
 use tokio::task::block_in_place;
 
 const FSYNC: Durability = Durability::Fsync {
@@ -298,18 +299,16 @@ async fn a_yes_a_majority_cannot_fsync_is_not_durable_and_its_key_is_cleaned_up(
     redlock.shutdown().await.expect("shut down");
 }
 
-/// The fence write's source, as `EVAL` carries it on the wire (see `script.rs`).
-const FENCE_WRITE_TEXT: &[u8] = b"local ahead = tonumber(ARGV[2]) <= current";
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fence_write_that_is_not_on_disk_fails_the_acquire_though_the_first_round_was() {
     // Every node fsyncs the first round's SET (`always`); then, with the fence writes held
     // back in front of the nodes, every node stops fsyncing (`no`) before they arrive.
     let cluster = Cluster::start_args(Flavour::Valkey, 3, &ALWAYS);
-    let mut gates = Vec::new();
-    for s in &cluster.servers {
-        gates.push(GateProxy::start(s.port, FENCE_WRITE_TEXT).await);
-    }
+    let gates = gate::gates(
+        cluster.servers.iter().map(|s| s.port),
+        gate::FENCE_WRITE_TEXT,
+    )
+    .await;
     // A deadline far above the hold, so a slow machine fails the fence writes with
     // `NotDurable` after the 100 ms wait, never with a timeout.
     let redlock = Redlock::builder(gates.iter().map(GateProxy::url))
@@ -325,14 +324,7 @@ async fn a_fence_write_that_is_not_on_disk_fails_the_acquire_though_the_first_ro
         let redlock = redlock.clone();
         async move { redlock.try_acquire("durable-fence").await }
     });
-    let held = async {
-        for gate in &gates {
-            gate.held().await;
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(4), held)
-        .await
-        .expect("every node's fence write reaches its gate (has the script's text changed?)");
+    gate::all_held(&gates).await;
     // The first round is over on every node: its SET is on disk, and counted.
     wait_waitaofs(&cluster, &aof_before, [1, 1, 1]).await;
     block_in_place(|| {

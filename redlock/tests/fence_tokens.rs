@@ -86,9 +86,6 @@ async fn no_two_leases_share_a_token_under_contention() {
     assert_eq!(distinct.len(), all.len(), "a token was handed out twice");
 }
 
-/// The fence write's source, as `EVAL` carries it on the wire (see `script.rs`).
-const FENCE_WRITE_TEXT: &[u8] = b"local ahead = tonumber(ARGV[2]) <= current";
-
 /// The fence round's rule (the model's counterexample, `docs/model.md`): a node whose
 /// counter is already at the token being written is no clean write, even where the lock
 /// key is still ours — another grant took that token between our two rounds (a clock
@@ -98,14 +95,15 @@ const FENCE_WRITE_TEXT: &[u8] = b"local ahead = tonumber(ARGV[2]) <= current";
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_counter_already_at_the_token_is_not_a_clean_write() {
     use fenced_redlock::{LockError, NodeError, NodeFailureReason};
-    use support::GateProxy;
+    use support::gate::{self, GateProxy};
     use tokio::task::block_in_place;
 
     let cluster = Cluster::start(Flavour::Valkey, 3);
-    let mut gates = Vec::new();
-    for s in &cluster.servers {
-        gates.push(GateProxy::start(s.port, FENCE_WRITE_TEXT).await);
-    }
+    let gates = gate::gates(
+        cluster.servers.iter().map(|s| s.port),
+        gate::FENCE_WRITE_TEXT,
+    )
+    .await;
     let redlock = Redlock::builder(gates.iter().map(GateProxy::url))
         .ttl(Duration::from_secs(20))
         .node_timeout(Duration::from_secs(5))
@@ -116,14 +114,7 @@ async fn a_counter_already_at_the_token_is_not_a_clean_write() {
         let redlock = redlock.clone();
         async move { redlock.try_acquire("ahead").await }
     });
-    let held = async {
-        for gate in &gates {
-            gate.held().await;
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(4), held)
-        .await
-        .expect("every node's fence write reaches its gate (has the script's text changed?)");
+    gate::all_held(&gates).await;
     // Our first round read counters of 0: the fence round writes token 1. Another grant
     // took token 1 meanwhile and wrote it on every node; our lock keys stay ours.
     let counter = fenced_redlock::fence::counter_key("ahead");

@@ -7,6 +7,31 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::Notify;
 
+/// The fence write's source, as `EVAL` carries it on the wire (see `script.rs`): the
+/// needle that holds a fenced acquire between its two rounds.
+pub const FENCE_WRITE_TEXT: &[u8] = b"local ahead = tonumber(ARGV[2]) <= current";
+
+/// A gate in front of each of `ports`' servers, holding from `needle` on.
+pub async fn gates(ports: impl IntoIterator<Item = u16>, needle: &'static [u8]) -> Vec<GateProxy> {
+    let mut gates = Vec::new();
+    for port in ports {
+        gates.push(GateProxy::start(port, needle).await);
+    }
+    gates
+}
+
+/// Waits (4 s at most, else panics) until every gate holds a request carrying its needle.
+pub async fn all_held(gates: &[GateProxy]) {
+    let held = async {
+        for gate in gates {
+            gate.held().await;
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(4), held)
+        .await
+        .expect("every node's request reaches its gate (has the script's text changed?)");
+}
+
 /// A proxy in front of one server. Replies pass freely; requests pass until one carries
 /// `needle`, and from that request on (it included) nothing more reaches the server until
 /// [`GateProxy::open`]. The needle must be in an `EVAL`'s script. Requests before that

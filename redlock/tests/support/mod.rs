@@ -429,7 +429,7 @@ impl Cluster {
     }
 }
 
-mod gate;
+pub mod gate;
 mod proxy;
 // Not every test binary that includes the support module uses the proxies.
 #[allow(unused_imports)]
