@@ -123,12 +123,12 @@ fn detail(rec: &FaultRecord, processes: bool) -> String {
 pub(crate) fn forgets(r: &NemesisReport, nemesis_t0: Duration, nodes: usize) -> Vec<Forgot> {
     let shift = u64::try_from(nemesis_t0.as_millis()).unwrap_or(0);
     let us = |ms: u64| ms.saturating_add(shift).saturating_mul(1_000);
-    let quorum = nodes / 2 + 1;
+    let quorum = crate::nemesis::target::quorum(nodes);
     let mut out = Vec::new();
     for rec in r.records.iter().filter(|r| r.fault == Fault::Forget) {
         let mut done: Vec<u64> = rec.node_applied_ms.iter().map(|(_, at)| *at).collect();
         done.sort_unstable();
-        if let Some(at) = done.get(quorum - 1) {
+        if let Some(at) = done.get(quorum.saturating_sub(1)) {
             out.push(Forgot {
                 from_us: us(rec.planned_start_ms),
                 gone_us: us(*at),
