@@ -245,6 +245,7 @@ fn summary_table(out: &mut String, s: &ScenarioReport, modes: &[&str]) {
             lost,
             rejected,
             exclusion_violations,
+            longest_overlap_us: _,
             acquire_attempts,
             acquire_failures,
             acquire_errors,

@@ -217,6 +217,10 @@ pub struct ModeReport {
     pub rejected: u64,
     /// Pairs of grants whose holding windows overlapped.
     pub exclusion_violations: u64,
+    /// The longest overlap among them, in µs (0 without violations): a few µs is a clock
+    /// question between two processes, a TTL's worth is two holders.
+    #[serde(default)]
+    pub longest_overlap_us: u64,
     /// Acquire attempts (each a full quorum round).
     pub acquire_attempts: u64,
     /// Attempts that did not get the lock (contention, quorum loss, timeouts).

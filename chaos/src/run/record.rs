@@ -291,6 +291,14 @@ impl ModeRecord {
                 to_ms: Ms::from_duration(w.end),
             })
             .collect();
+        // Of the first MAX_MARKS pairs (all of them wherever a check wants none).
+        let longest_overlap_us = self
+            .timeline
+            .violations
+            .iter()
+            .map(|v| v.to_ms.0.saturating_sub(v.from_ms.0))
+            .max()
+            .unwrap_or(0);
         let tokens: Vec<(Ms, u64)> = self
             .timeline
             .grants
@@ -333,6 +341,7 @@ impl ModeRecord {
             lost: final_value.map(|v| checker::lost(self.sections, v)),
             rejected: self.timeline.rejected.len() as u64,
             exclusion_violations: violations,
+            longest_overlap_us,
             acquire_attempts: self.attempts,
             acquire_failures: self.attempts.saturating_sub(self.successes),
             acquire_errors: self.errors,
@@ -515,6 +524,8 @@ mod tests {
         assert_eq!((m.stale_writes, m.fence_regressions), (0, 0));
         assert_eq!(m.exclusion_violations, 1);
         assert_eq!(t.violations.len(), 1);
+        // [0, 10) and [5, 20).
+        assert_eq!(m.longest_overlap_us, 5);
         assert_eq!(
             (m.acquire_attempts, m.acquire_failures, m.acquire_errors),
             (11, 7, 1)

@@ -170,8 +170,8 @@ fn exclusive_and_growing(
         name,
         m.exclusion_violations == 0,
         format!(
-            "{name}: {} exclusion violations (want 0{why})",
-            m.exclusion_violations
+            "{name}: {} exclusion violations, the longest {} µs (want 0{why})",
+            m.exclusion_violations, m.longest_overlap_us
         ),
     );
     check(
@@ -647,6 +647,7 @@ mod tests {
             lost: Some(lost),
             rejected: 0,
             exclusion_violations: violations,
+            longest_overlap_us: violations * 1_000,
             acquire_attempts: 10,
             acquire_failures: 1,
             acquire_errors: errors,

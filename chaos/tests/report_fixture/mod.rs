@@ -204,6 +204,12 @@ fn mode(
         lost: Some(sections - value),
         rejected: t.rejected.len() as u64,
         exclusion_violations: t.violations.len() as u64,
+        longest_overlap_us: t
+            .violations
+            .iter()
+            .map(|v| v.to_ms.0 - v.from_ms.0)
+            .max()
+            .unwrap_or(0),
         acquire_attempts: attempts,
         acquire_failures: failures,
         acquire_errors: failures / 3,
