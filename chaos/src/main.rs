@@ -92,7 +92,8 @@ enum Command {
     /// Benchmark our client against rslock, redlock 2.0 and a one-node floor, and its two
     /// connections against each other.
     Bench(BenchArgs),
-    /// Run every scenario (or some) end to end: faults, four fenced-counter modes, verdicts.
+    /// Run the default suite (or all, or some scenarios) end to end: faults, four
+    /// fenced-counter modes, verdicts.
     Run(RunArgs),
     /// One worker process of `chaos run` (internal).
     #[command(hide = true)]
@@ -263,13 +264,21 @@ fn scenarios(args: ScenariosArgs) -> Result<(), Box<dyn std::error::Error>> {
                 humantime::format_duration(minimum)
             )
         };
+        let suite = if redlock_chaos::run::suite::NIGHTLY_ONLY.contains(&s.name.as_str()) {
+            " [nightly suite only: --scenario all]"
+        } else {
+            ""
+        };
         redlock_chaos::outln!(
-            "{:<20} {}  [{work}] [expect: {}]{minimum}",
+            "{:<20} {}  [{work}] [expect: {}]{minimum}{suite}",
             s.name,
             s.about,
             s.expectation.describe()
         );
     }
+    redlock_chaos::outln!(
+        "\nsuites: `chaos run` plays the default suite (--scenario default: every scenario above but the nightly-only ones); --scenario all plays every one"
+    );
     redlock_chaos::outln!("\n{}", redlock_chaos::run::verdict::RULES);
     Ok(())
 }

@@ -24,8 +24,9 @@ pub struct RunArgs {
     /// Backend; default: docker whenever an engine answers, else local.
     #[arg(long, value_enum)]
     pub backend: Option<BackendKind>,
-    /// `all`, or scenario names separated by commas (see `chaos scenarios`). Default: `all`,
-    /// or none when --scenario-file is given.
+    /// A suite, `default` or `all` (the default suite and the nightly's: every scenario), or
+    /// scenario names separated by commas (see `chaos scenarios`). Default: `default`, or
+    /// none when --scenario-file is given.
     #[arg(long)]
     pub scenario: Option<String>,
     /// A scenario file (TOML, or JSON if it ends in .json; see `chaos scenarios --json`),
@@ -274,12 +275,12 @@ fn check(args: &RunArgs) -> Result<(Option<Stack>, Vec<Scenario>), CommandError>
     Ok((stack, scenarios))
 }
 
-/// The built-ins `--scenario` names (all by default, none by default when there are
-/// files), then every `--scenario-file`'s, each checked against the run's shape.
+/// The built-ins `--scenario` names (the default suite by default, none by default when
+/// there are files), then every `--scenario-file`'s, each checked against the run's shape.
 fn scenarios(args: &RunArgs, nodes: usize) -> Result<Vec<Scenario>, CommandError> {
     let spec = match (&args.scenario, args.scenario_files.is_empty()) {
         (Some(spec), _) => Some(spec.as_str()),
-        (None, true) => Some("all"),
+        (None, true) => Some("default"),
         (None, false) => None,
     };
     let mut out = match spec {
@@ -287,10 +288,10 @@ fn scenarios(args: &RunArgs, nodes: usize) -> Result<Vec<Scenario>, CommandError
             .map_err(|e| CommandError::usage(format!("--scenario {spec:?}: {e}")))?,
         None => Vec::new(),
     };
-    // As `--flavour redis`: clock scenarios leave `all`, and are refused by name.
+    // As `--flavour redis`: clock scenarios leave a suite, and are refused by name.
     let official = args.images.images == ImageSource::Official;
     if official {
-        if spec.is_some_and(|s| s.trim() == "all") {
+        if spec.is_some_and(suite::is_suite) {
             out.retain(|s| !s.needs_clock_faults());
         } else if let Some(s) = out.iter().find(|s| s.needs_clock_faults()) {
             return Err(CommandError::usage(format!(
