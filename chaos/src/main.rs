@@ -264,7 +264,7 @@ fn scenarios(args: ScenariosArgs) -> Result<(), Box<dyn std::error::Error>> {
                 humantime::format_duration(minimum)
             )
         };
-        let suite = if redlock_chaos::run::suite::NIGHTLY_ONLY.contains(&s.name.as_str()) {
+        let suite = if redlock_chaos::run::suite::nightly_only(&s.name) {
             " [nightly suite only: --scenario all]"
         } else {
             ""

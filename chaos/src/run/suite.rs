@@ -44,6 +44,11 @@ pub const DEFAULT_DURATION: Duration = Duration::from_secs(20);
 /// - `mixed`: the minority faults one after another, each with a scenario of its own.
 pub const NIGHTLY_ONLY: &[&str] = &["latency-majority", "clock-jump", "clock-skew-fast", "mixed"];
 
+/// Whether the scenario `name` is one of the [`NIGHTLY_ONLY`] ones.
+pub fn nightly_only(name: &str) -> bool {
+    NIGHTLY_ONLY.contains(&name)
+}
+
 /// The names of whole suites that `--scenario` takes besides scenario names.
 pub const SUITES: &[&str] = &["default", "all"];
 
@@ -66,16 +71,13 @@ pub fn select(spec: &str, flavour: Flavour) -> Result<Vec<Scenario>, String> {
                 .into(),
         );
     }
-    match spec.trim() {
-        "all" => return Ok(SCENARIOS.iter().filter(|s| runnable(s)).cloned().collect()),
-        "default" => {
-            return Ok(SCENARIOS
-                .iter()
-                .filter(|s| runnable(s) && !NIGHTLY_ONLY.contains(&s.name.as_str()))
-                .cloned()
-                .collect());
-        }
-        _ => {}
+    if is_suite(spec) {
+        let every = spec.trim() == "all";
+        return Ok(SCENARIOS
+            .iter()
+            .filter(|s| runnable(s) && (every || !nightly_only(&s.name)))
+            .cloned()
+            .collect());
     }
     let mut out = Vec::new();
     for name in spec.split(',').map(str::trim).filter(|n| !n.is_empty()) {
