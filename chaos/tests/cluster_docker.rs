@@ -1,7 +1,7 @@
 //! Docker backend against real servers. Skips (with a message) when no engine answers, unless
 //! `CI=true`, where a missing engine fails the test.
 
-mod common;
+use crate::common;
 
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};

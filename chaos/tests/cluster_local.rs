@@ -1,6 +1,6 @@
 //! Local-process backend against real servers.
 
-mod common;
+use crate::common;
 
 use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;

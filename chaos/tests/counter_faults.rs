@@ -1,7 +1,7 @@
 //! The fenced counter (what `chaos fencing-table` runs) rides out a lock that is
 //! unavailable for a while: failed acquires are counted and retried, not fatal.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

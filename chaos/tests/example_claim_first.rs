@@ -2,7 +2,7 @@
 //! PostgreSQL (it lives here, beside the rig's PostgreSQL fixture): every increment lands,
 //! and a write under a superseded claim is refused.
 
-mod support;
+use crate::support;
 
 #[allow(dead_code, unreachable_pub)]
 #[path = "../../redlock/examples/claim_first_pg.rs"]

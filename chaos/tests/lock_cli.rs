@@ -1,6 +1,6 @@
 //! `chaos lock` as a user runs it: real servers, the real binary, its JSON and exit codes.
 
-mod support;
+use crate::support;
 
 use std::process::Command;
 use std::time::Duration;

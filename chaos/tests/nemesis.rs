@@ -2,7 +2,7 @@
 //! layer (local backend), heal on every exit path, and a docker smoke test.
 //! Docker tests skip (with a message) when no engine answers, unless `CI=true`.
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};

@@ -1,7 +1,7 @@
 //! `fenced_redlock::pg` against a real PostgreSQL: repeated writes under one claim, and a
 //! table of the wrong shape reported as an error, not a panic.
 
-mod support;
+use crate::support;
 
 use fenced_redlock::FenceToken;
 use fenced_redlock::pg::{Claim, CounterTable, PgError, Write};

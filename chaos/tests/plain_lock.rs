@@ -2,7 +2,7 @@
 //! deadline: the connection must still be made (by a task that outlives the call that
 //! started it), or the lock never grants on a loaded machine.
 
-mod support;
+use crate::support;
 
 use std::net::SocketAddr;
 use std::time::Duration;

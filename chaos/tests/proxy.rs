@@ -1,6 +1,6 @@
 //! The Toxiproxy-compatible proxy with real TCP traffic to a real redis-server.
 
-mod support;
+use crate::support;
 
 use std::io;
 use std::net::SocketAddr;

@@ -1,6 +1,6 @@
 //! The quick fencing table's shape, on real Redis primaries and a real PostgreSQL.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::Duration;

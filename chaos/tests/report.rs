@@ -1,7 +1,7 @@
 //! Renderer tests on a synthetic run: `write_all` → report.html (parsed as HTML5, SVG checked
 //! as XML), junit.xml (parsed as XML), `load`, and `chaos report DIR`.
 
-mod report_fixture;
+use crate::report_fixture;
 
 use std::process::Command;
 

@@ -4,7 +4,7 @@
 //! Fails when `CI=true` and no Chromium is installed (scripts/install-deps installs it);
 //! skips with a message otherwise.
 
-mod report_fixture;
+use crate::report_fixture;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -130,7 +130,7 @@ fn chromium_loads_the_report_and_draws_the_timelines() {
 }
 
 /// Renders the failing fixture scenario alone to `target/tmp/docs/` with a screenshot, for
-/// `docs/report-screenshot.png`: `cargo nextest run --test report_browser --run-ignored only`.
+/// `docs/report-screenshot.png`: `cargo nextest run -p redlock-chaos --test integration -E 'test(/^report_browser::/)' --run-ignored only`.
 #[test]
 #[ignore = "writes the docs screenshot; run by hand"]
 fn docs_screenshot() {

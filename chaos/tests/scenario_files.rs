@@ -2,8 +2,8 @@
 //! survives JSON and TOML unchanged, and an edited copy of one runs; malformed files are
 //! refused with exit 64 and a message naming the file, line and field.
 
-mod legacy_recipes;
-mod schema;
+use crate::legacy_recipes;
+use crate::schema;
 
 use std::process::{Command, Output};
 use std::time::Duration;

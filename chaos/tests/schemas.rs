@@ -6,8 +6,8 @@
 //! healthy run lacks (violations, refused writes, pauses, fence regressions). Each also
 //! refuses what the loaders refuse or the rig never writes.
 
-mod report_fixture;
-mod schema;
+use crate::report_fixture;
+use crate::schema;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

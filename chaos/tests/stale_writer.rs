@@ -2,7 +2,7 @@
 //!
 //! Deterministic: A is granted, stalls past its TTL, B is granted and writes, A writes last.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -8,7 +8,7 @@
 //! server deliberately differs, the test says so (see the `proxy` module
 //! docs, "Differences from Toxiproxy").
 
-mod toxiproxy_rig;
+use crate::toxiproxy_rig;
 
 use std::net::SocketAddr;
 use std::time::Duration;

@@ -2,8 +2,8 @@
 //! `-config FILE` (populate at start) and `-seed`, single-dash as Toxiproxy
 //! spells them.
 
-mod support;
-mod toxiproxy_rig;
+use crate::support;
+use crate::toxiproxy_rig;
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

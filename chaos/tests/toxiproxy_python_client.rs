@@ -6,7 +6,7 @@
 //! Without that venv the test is skipped with a message, unless `CI=true`,
 //! where a missing venv is a failure.
 
-mod toxiproxy_rig;
+use crate::toxiproxy_rig;
 
 use std::path::PathBuf;
 use std::process::Stdio;

@@ -8,7 +8,7 @@
 //! `127.0.0.1:8474` (a shared port a parallel test must not take); it is
 //! `Client::new("127.0.0.1:8474")`, which this test covers on a free port.
 
-mod toxiproxy_rig;
+use crate::toxiproxy_rig;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};

@@ -3,9 +3,9 @@
 //!
 //! Timing bounds are generous on purpose (the machine is shared); each test
 //! prints what it measured. To see the numbers:
-//! `cargo nextest run -p redlock-chaos --test toxiproxy_toxics --no-capture`
+//! `cargo nextest run -p redlock-chaos --test integration -E 'test(/^toxiproxy_toxics::/)' --no-capture`
 
-mod toxiproxy_rig;
+use crate::toxiproxy_rig;
 
 use std::io;
 use std::time::{Duration, Instant};

@@ -1,7 +1,7 @@
 //! Feature `blocking`: the blocking client against real servers, from plain threads.
 #![cfg(feature = "blocking")]
 
-mod support;
+use crate::support;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, Mutex};

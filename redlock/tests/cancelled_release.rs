@@ -3,7 +3,7 @@
 //! deleted in the background, and `shutdown` waits for it. The runtime has one thread, so
 //! nothing else runs while the future is polled once: it is dropped mid-way for sure.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -5,7 +5,7 @@
 //! up waiting for a new connection, and the key stood for its whole TTL. The clean-up
 //! now asks such a node again until it answers (within the TTL).
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -1,6 +1,6 @@
 //! Nodes from the caller's own `redis::Client`s instead of URLs.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -4,7 +4,7 @@
 //! with it, the jumped nodes' votes do not count until every lease from before the jump
 //! has ended, and the holder hears that its majority is gone.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

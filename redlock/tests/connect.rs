@@ -1,7 +1,7 @@
 //! Connections: a handshake slower than the node deadline still ends in a connection
 //! (made in the background), instead of every call starting one and cancelling it.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

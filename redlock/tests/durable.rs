@@ -4,7 +4,7 @@
 //! The Valkey here is 8.1 (it has `WAITAOF`), the Redis 7.0 (it does not). The servers
 //! start with `appendonly no` unless a test asks otherwise.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! The crate's examples, run against real servers: each example's `run` is included here
 //! as a module, so the code users copy is the code that is tested.
 
-mod support;
+use crate::support;
 
 #[allow(dead_code, unreachable_pub)]
 #[path = "../examples/quick_start.rs"]

@@ -1,7 +1,7 @@
 //! `Lease::extend_for`: a TTL of the caller's choosing for one extend, checked as the
 //! builder checks a TTL before anything reaches the servers.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -1,6 +1,6 @@
 //! Fence counters: a key space of their own, and an explicit way to retire them.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

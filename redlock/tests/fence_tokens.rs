@@ -1,6 +1,6 @@
 //! Fencing tokens against real Redis and Valkey servers.
 
-mod support;
+use crate::support;
 
 use std::collections::HashSet;
 use std::time::Duration;

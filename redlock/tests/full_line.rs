@@ -4,7 +4,7 @@
 //! thaws and stands for its whole TTL. The chaos rig saw that key in CI (pause-minority,
 //! local backend, 2026-12-04: one key per mode on the node frozen 3.5 s, set after the thaw).
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! client — in this process, and in a second OS process.
 #![cfg(feature = "serde")]
 
-mod support;
+use crate::support;
 
 #[allow(dead_code, unreachable_pub)]
 #[path = "../examples/release_elsewhere.rs"]
@@ -193,7 +193,8 @@ async fn a_second_os_process_releases_the_lease() {
         std::process::Command::new(exe)
             .args([
                 "--exact",
-                "process_b_releases_the_handle_it_is_given",
+                // Its path in the `integration` binary, of which this file is a module.
+                "handle::process_b_releases_the_handle_it_is_given",
                 "--ignored",
                 "--nocapture",
                 "--test-threads=1",

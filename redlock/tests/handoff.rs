@@ -1,6 +1,6 @@
 //! Hand-off to a waiter when a release's deletes reach the nodes far apart.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

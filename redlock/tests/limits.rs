@@ -1,7 +1,7 @@
 //! Settings at their edges: huge durations, sub-millisecond TTLs, a TTL changed after
 //! build, the same server under two names, and what "contended" means.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -1,6 +1,6 @@
 //! The lock against real Redis 7 and Valkey 8 servers.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -6,7 +6,7 @@
 //! behind a proxy that reports it as Redis 9 plays a server whose version is wrong about
 //! `IFEQ`.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! outcome.
 #![cfg(feature = "metrics")]
 
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};

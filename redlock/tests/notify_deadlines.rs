@@ -1,6 +1,6 @@
 //! Release notifications when a node's pub/sub connection stops answering for good.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! a failed attempt's clean-up) land before the same client's next `SET NX`, so a client
 //! never finds its own old key in its way.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

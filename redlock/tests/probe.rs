@@ -1,7 +1,7 @@
 //! The probe for a native compare-and-delete (`COMMAND INFO DELIFEQ DELEX`) under an ACL
 //! that denies `COMMAND`: asked once per connection, not once per release.
 
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
 use std::time::Duration;

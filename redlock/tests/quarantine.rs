@@ -1,7 +1,7 @@
 //! The restart quarantine against real servers: the amnesia-split shape (a holder on a
 //! bare majority, one node of it restarted empty) with the guard on and off.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

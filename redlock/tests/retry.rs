@@ -1,7 +1,7 @@
 //! Retry policies against real servers: the attempt cap, backoff, a user's function, and
 //! release notices ending any pause early.
 
-mod support;
+use crate::support;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

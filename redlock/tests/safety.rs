@@ -1,7 +1,7 @@
 //! The safety-relevant edges: the loss signal is never late, no key of ours outlives a
 //! release, a cancelled acquire or a shut-down client.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

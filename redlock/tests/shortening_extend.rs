@@ -7,7 +7,7 @@
 //! The renewer is the exception: it shares its validity with a holder that may be working
 //! on it, so it never shortens what it announced (the last two tests).
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

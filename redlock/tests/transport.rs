@@ -6,7 +6,7 @@
 //! Every test runs once per transport (`<fault>::lean`, `<fault>::redis_crate`); a few at
 //! the end concern the lean connection alone (AUTH before ACLs, bytes that are not RESP2).
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

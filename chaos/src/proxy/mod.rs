@@ -48,7 +48,7 @@
 //!   proxies before it stay), with a 500.
 //!
 //! Measured (a shared 2-core machine; `cargo nextest run -p redlock-chaos
-//! --test toxiproxy_toxics --no-capture` prints these):
+//! --test integration -E 'test(/^toxiproxy_toxics::/)' --no-capture` prints these):
 //! a 10 KB echo at `rate` 10 takes 1.06 s and the next 10-byte echo 2 ms;
 //! 50 KB at `rate` 100 takes 0.53 s; 480 KB upstream at `rate` 1000 (Toxiproxy's
 //! own bandwidth test, expecting 0.48 s) takes 0.50 s; a `timeout=500` connection with a
