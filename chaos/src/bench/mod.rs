@@ -124,6 +124,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
 
 use futures::FutureExt;
+use futures::future::BoxFuture;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio::task::JoinSet;
@@ -581,7 +582,15 @@ pub struct BenchReport {
 }
 
 /// Brings up the cluster, runs every case, takes it down (also after an error or panic).
-pub async fn run(config: &BenchConfig) -> Result<BenchReport, BenchError> {
+///
+/// Boxed, so that its state machine (all that it awaits) is compiled once, in this crate,
+/// not again in each crate that awaits it: the `chaos` binary and the test binaries (an
+/// unboxed `async fn` is compiled where it is polled; issue 25).
+pub fn run(config: &BenchConfig) -> BoxFuture<'_, Result<BenchReport, BenchError>> {
+    Box::pin(run_unboxed(config))
+}
+
+async fn run_unboxed(config: &BenchConfig) -> Result<BenchReport, BenchError> {
     let date = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
     let loadavg_1m = std::fs::read_to_string("/proc/loadavg")
         .ok()

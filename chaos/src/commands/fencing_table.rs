@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Args;
+use futures::future::BoxFuture;
 
 use super::signals::Interrupt;
 use super::{CommandError, checks};
@@ -173,7 +174,15 @@ pub fn check(args: &FencingTableArgs) -> Result<(), CommandError> {
 /// [`CommandError::Usage`] from [`check`] (nothing started), [`CommandError::Interrupted`]
 /// on SIGINT, SIGTERM or SIGHUP (everything started removed), else
 /// [`CommandError::Harness`].
-pub async fn run(args: FencingTableArgs) -> Result<Outcome, CommandError> {
+///
+/// Boxed, so that its state machine (all that it awaits) is compiled once, in this crate,
+/// not again in each crate that awaits it: the `chaos` binary and the test binaries (an
+/// unboxed `async fn` is compiled where it is polled; issue 25).
+pub fn run(args: FencingTableArgs) -> BoxFuture<'static, Result<Outcome, CommandError>> {
+    Box::pin(run_unboxed(args))
+}
+
+async fn run_unboxed(args: FencingTableArgs) -> Result<Outcome, CommandError> {
     check(&args)?;
     // Ours from the start: the signals' default action would end the process at once and
     // leave the servers (in process groups of their own) and PostgreSQL running.

@@ -4,6 +4,7 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use fenced_redlock::{LockError, NodeOutcome, Redlock};
+use futures::future::BoxFuture;
 use serde::Serialize;
 
 use super::signals::Interrupt;
@@ -90,7 +91,15 @@ pub fn check(args: &LockArgs) -> Result<(), CommandError> {
 /// # Errors
 /// [`CommandError::Usage`] when the settings are invalid (nothing connected),
 /// [`CommandError::Interrupted`] on a signal.
-pub async fn run(args: LockArgs) -> Result<(String, bool), CommandError> {
+///
+/// Boxed, so that its state machine (all that it awaits) is compiled once, in this crate,
+/// not again in each crate that awaits it: the `chaos` binary and the test binaries (an
+/// unboxed `async fn` is compiled where it is polled; issue 25).
+pub fn run(args: LockArgs) -> BoxFuture<'static, Result<(String, bool), CommandError>> {
+    Box::pin(run_unboxed(args))
+}
+
+async fn run_unboxed(args: LockArgs) -> Result<(String, bool), CommandError> {
     check(&args)?;
     let lock = Redlock::builder(&args.nodes)
         .ttl(args.ttl)

@@ -54,6 +54,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::future::LocalBoxFuture;
 use tokio_util::sync::CancellationToken;
 
 use crate::cluster::official::{self, ImagePlan, ImageSource, Role, UsedImage};
@@ -176,7 +177,19 @@ pub async fn run(cfg: RunConfig, observer: &dyn RunObserver) -> ChaosReport {
 /// stopped (nemesis healed, workers stopped), the rest skipped, and its verdict is
 /// [`Outcome::Unknown`]. Never fails: a harness failure becomes `Unknown` verdicts whose
 /// reasons say what went wrong. The cluster and PostgreSQL are always removed.
-pub async fn run_until(
+///
+/// Boxed, so that its state machine (all that it awaits) is compiled once, in this crate,
+/// not again in each crate that awaits it: the `chaos` binary and the test binaries (an
+/// unboxed `async fn` is compiled where it is polled; issue 25).
+pub fn run_until<'a>(
+    cfg: RunConfig,
+    observer: &'a dyn RunObserver,
+    stop: CancellationToken,
+) -> LocalBoxFuture<'a, ChaosReport> {
+    Box::pin(run_until_unboxed(cfg, observer, stop))
+}
+
+async fn run_until_unboxed(
     cfg: RunConfig,
     observer: &dyn RunObserver,
     stop: CancellationToken,

@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use clap::Args;
+use futures::future::BoxFuture;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -134,7 +135,15 @@ fn print_event(ev: &WorkerEvent) {
 }
 
 /// Runs `chaos worker`: returns the process exit code (0 after `Done`, 2 after `Failed`).
-pub async fn serve(args: WorkerArgs) -> u8 {
+///
+/// Boxed, so that its state machine (all that it awaits) is compiled once, in this crate,
+/// not again in each crate that awaits it: the `chaos` binary and the test binaries (an
+/// unboxed `async fn` is compiled where it is polled; issue 25).
+pub fn serve(args: WorkerArgs) -> BoxFuture<'static, u8> {
+    Box::pin(serve_unboxed(args))
+}
+
+async fn serve_unboxed(args: WorkerArgs) -> u8 {
     let clock = ScenarioClock::new(args.start_ns);
     let spec = args.spec();
     let stop = CancellationToken::new();
