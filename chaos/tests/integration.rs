@@ -17,7 +17,7 @@ mod cluster_local;
 mod compose;
 mod compose_offline;
 mod counter_faults;
-// Loaded by path so that its own `#[path]` modules resolve from tests/, as when it was a crate root.
+// By path: its own `#[path]` modules then resolve from tests/, as when it was a crate root.
 #[path = "example_claim_first.rs"]
 mod example_claim_first;
 mod lock_cli;

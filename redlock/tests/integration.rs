@@ -13,14 +13,14 @@ mod clients;
 mod clock_jump;
 mod connect;
 mod durable;
-// Loaded by path so that its own `#[path]` modules resolve from tests/, as when it was a crate root.
+// By path: its own `#[path]` modules then resolve from tests/, as when it was a crate root.
 #[path = "examples.rs"]
 mod examples;
 mod extend_for;
 mod fence_counters;
 mod fence_tokens;
 mod full_line;
-// Loaded by path so that its own `#[path]` modules resolve from tests/, as when it was a crate root.
+// By path: its own `#[path]` modules then resolve from tests/, as when it was a crate root.
 #[path = "handle.rs"]
 mod handle;
 mod handoff;

@@ -583,9 +583,7 @@ pub struct BenchReport {
 
 /// Brings up the cluster, runs every case, takes it down (also after an error or panic).
 ///
-/// Boxed, so that its state machine (all that it awaits) is compiled once, in this crate,
-/// not again in each crate that awaits it: the `chaos` binary and the test binaries (an
-/// unboxed `async fn` is compiled where it is polled; issue 25).
+/// Boxed, as [`crate::run::run_until`] is: compiled once, here.
 pub fn run(config: &BenchConfig) -> BoxFuture<'_, Result<BenchReport, BenchError>> {
     Box::pin(run_unboxed(config))
 }

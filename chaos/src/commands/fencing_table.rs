@@ -175,9 +175,7 @@ pub fn check(args: &FencingTableArgs) -> Result<(), CommandError> {
 /// on SIGINT, SIGTERM or SIGHUP (everything started removed), else
 /// [`CommandError::Harness`].
 ///
-/// Boxed, so that its state machine (all that it awaits) is compiled once, in this crate,
-/// not again in each crate that awaits it: the `chaos` binary and the test binaries (an
-/// unboxed `async fn` is compiled where it is polled; issue 25).
+/// Boxed, as [`crate::run::run_until`] is: compiled once, here.
 pub fn run(args: FencingTableArgs) -> BoxFuture<'static, Result<Outcome, CommandError>> {
     Box::pin(run_unboxed(args))
 }

@@ -92,9 +92,7 @@ pub fn check(args: &LockArgs) -> Result<(), CommandError> {
 /// [`CommandError::Usage`] when the settings are invalid (nothing connected),
 /// [`CommandError::Interrupted`] on a signal.
 ///
-/// Boxed, so that its state machine (all that it awaits) is compiled once, in this crate,
-/// not again in each crate that awaits it: the `chaos` binary and the test binaries (an
-/// unboxed `async fn` is compiled where it is polled; issue 25).
+/// Boxed, as [`crate::run::run_until`] is: compiled once, here.
 pub fn run(args: LockArgs) -> BoxFuture<'static, Result<(String, bool), CommandError>> {
     Box::pin(run_unboxed(args))
 }

@@ -6,7 +6,7 @@
 //!   every named scenario but the [`NIGHTLY_ONLY`] ones, 16 × 20 s of faults plus set-up —
 //!   347 s on the docker backend of a 2-core machine, 611 s for `scripts/chaos` from a
 //!   fresh clone with its release build (2026-12-05; docs/rig.md, "Time");
-//! - the NIGHTLY SUITE (`--scenario all`: the nightly workflow, the end-to-end tests of
+//! - the NIGHTLY SUITE (`--scenario all`: the nightly workflow, the local end-to-end run of
 //!   `scripts/test`): every named scenario, 20 × 20 s — 429-432 s on the docker backend of
 //!   a 2-core machine (2026-12-05).
 //!

@@ -136,9 +136,7 @@ fn print_event(ev: &WorkerEvent) {
 
 /// Runs `chaos worker`: returns the process exit code (0 after `Done`, 2 after `Failed`).
 ///
-/// Boxed, so that its state machine (all that it awaits) is compiled once, in this crate,
-/// not again in each crate that awaits it: the `chaos` binary and the test binaries (an
-/// unboxed `async fn` is compiled where it is polled; issue 25).
+/// Boxed, as [`crate::run::run_until`] is: compiled once, here.
 pub fn serve(args: WorkerArgs) -> BoxFuture<'static, u8> {
     Box::pin(serve_unboxed(args))
 }
