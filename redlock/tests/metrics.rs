@@ -105,7 +105,28 @@ fn max(xs: &[f64]) -> f64 {
     xs.iter().copied().fold(0.0, f64::max)
 }
 
-fn delete_everywhere(cluster: &Cluster, key: &str) {
+/// Deletes `key` on every node once every node holds it. An acquire returns at a quorum,
+/// so the last node's `SET` may still be on its way (a loaded machine: the client's
+/// connection task not yet run); landing after the `DEL`, it would bring the key back there
+/// and a later release would find it (seen under `scripts/stress-tests`, 2026-12-06).
+async fn delete_everywhere(cluster: &Cluster, key: &str) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    for s in &cluster.servers {
+        loop {
+            let exists: i64 = redis::cmd("EXISTS")
+                .arg(key)
+                .query(&mut s.admin())
+                .expect("EXISTS");
+            if exists == 1 {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{key} never reached every node"
+            );
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
     for s in &cluster.servers {
         let _: i64 = redis::cmd("DEL")
             .arg(key)
@@ -323,7 +344,7 @@ async fn lost_leases_and_failed_renewals_are_counted_by_reason() {
     assert_eq!(seen.count_prefixed("redlock_leases_lost_total"), 0);
 
     // Keys deleted under it: the next renewal finds them gone on a majority.
-    delete_everywhere(&cluster, "metrics:lost");
+    delete_everywhere(&cluster, "metrics:lost").await;
     let reason = tokio::time::timeout(Duration::from_secs(2), held.lost())
         .await
         .expect("lost in time");
@@ -342,7 +363,7 @@ async fn lost_leases_and_failed_renewals_are_counted_by_reason() {
     let mut seen = Seen::begin();
     let mut lease = redlock.try_acquire("metrics:lost").await.expect("free");
     assert!(lease.extend().await.is_ok());
-    delete_everywhere(&cluster, "metrics:lost");
+    delete_everywhere(&cluster, "metrics:lost").await;
     assert!(lease.extend().await.is_err());
     lease.release().await;
     seen.read();
@@ -472,7 +493,7 @@ async fn spans_record_their_outcome() {
         .expect("free");
     let _ = redlock.try_acquire("spans:one").await.expect_err("held");
     lease.extend().await.expect("extends");
-    delete_everywhere(&cluster, "spans:one");
+    delete_everywhere(&cluster, "spans:one").await;
     let _ = lease.extend().await.expect_err("gone");
     lease.release().await;
     let lease = redlock.try_acquire("spans:one").await.expect("free");
