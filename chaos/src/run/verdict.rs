@@ -4,7 +4,7 @@
 //!
 //! | expectation | checks | fails when |
 //! |---|---|---|
-//! | safe and available | every mode: 0 exclusion violations, 0 fence-token regressions, sections > 0, a completed section during every minority fault of 2 s or more; `write_only`, `claim_first`: lost 0; `none`, `checked`: a loss is reported, and must not exceed what their stale writes can erase | any check fails |
+//! | safe and available | every mode: 0 exclusion violations, 0 fence-token regressions, sections > 0, a completed section during every minority fault of 2 s or more; `claim_first`: lost 0; `none`, `checked`, `write_only` (its token is claimed after the read): a loss is reported, and must be a stale write's doing | any check fails |
 //! | unavailable but safe | as above, with acquire errors > 0 (acquires failed cleanly while the majority was gone) instead of sections > 0 | any check fails |
 //! | the lock holds | every mode: 0 exclusion violations, 0 fence-token regressions, every lost update a stale write's doing (checked loss by loss from the resource's log); claim_first lost 0 | any check fails |
 //! | may violate, fencing holds | claim_first lost = 0; the rest is reported | claim_first lost anything |
@@ -62,8 +62,8 @@ verdicts (chaos run; none, checked, write_only and claim_first run at once in ev
   safe and available               every mode: 0 exclusion violations, 0 fence-token regressions, sections > 0,
                                    a completed section granted during every minority fault of 2 s or more, no gap
                                    between grants in a minority fault over max(4 x the mode's healthy gap, 1 s);
-                                   write_only, claim_first lost 0; none, checked: losses reported, at most what
-                                   their stale writes can have erased (each itself + the writes landing meanwhile)
+                                   claim_first lost 0; none, checked, write_only (token claimed after the read):
+                                   losses reported, each a stale write's doing (by name, from the resource's log)
   unavailable while it lasts, safe as above, with acquires failed on unreachable nodes > 0 instead of sections > 0
   the lock holds                   every mode: 0 exclusion violations, 0 fence-token regressions, every lost update
                                    a stale write's doing (by name, from the resource's log); claim_first lost 0
@@ -86,8 +86,6 @@ verdicts (chaos run; none, checked, write_only and claim_first run at once in ev
 const CLAIM_FIRST: &str = "claim_first";
 /// The naive mode's key.
 const NONE: &str = "none";
-/// The naive mode that checks its lease before writing.
-const CHECKED: &str = "checked";
 
 /// `", on the plain lock"`: the lock a mode ran on, where the report says.
 fn on_lock(m: &ModeReport) -> String {
@@ -422,10 +420,12 @@ pub fn verdict_for(
                 match m.lost {
                     // Unread: unknown, said above.
                     None => {}
-                    // The unfenced modes cannot stop a holder that outlived its lease (a
-                    // scheduling hiccup on a busy machine is a pause): what the stale writes
-                    // can explain is excused, no more. Negative is a rig bug (above).
-                    Some(lost) if name == NONE || name == CHECKED => {
+                    // Only a token claimed before the read stops a holder that outlived
+                    // its lease (a scheduling hiccup on a busy machine is a pause): `none`
+                    // and `checked` have no token, `write_only` claims it at the write,
+                    // after the read (the model's pause check shows it losing). What their
+                    // stale writes explain is excused, no more. Negative is a rig bug (above).
+                    Some(lost) if name != CLAIM_FIRST => {
                         explained(&mut check, name, lost, m);
                         notes.push(reported(name, m));
                     }
@@ -806,9 +806,9 @@ mod tests {
         let v = verdict(Expectation::SafeAndAvailable, &good, &[], true);
         assert_eq!(v.outcome, Outcome::Pass, "{:?}", v.reasons);
         // 4 modes × (violations, tokens, validity cuts, server truth, lost, resumes,
-        // sections, idle faults) + none's and checked's reports; gaps within their limit
-        // are not mentioned (one over it is reported, below).
-        assert_eq!(v.reasons.len(), 34);
+        // sections, idle faults) + the reports of none, checked and write_only; gaps
+        // within their limit are not mentioned (one over it is reported, below).
+        assert_eq!(v.reasons.len(), 35);
         let stopped = modes(
             mode(10, 0, 0, 0),
             ModeReport {
@@ -871,9 +871,29 @@ mod tests {
                 ..mode(10, 1, 0, 0)
             },
         );
+        // write_only claims its token at the write, after the read: a holder stalled
+        // between them past its lease loses an update no lock can prevent (CI of
+        // 2026-12-06, amnesia-restart on Docker: 1 stale write, 1 lost). Excused when the
+        // stale write explains it; failed when nothing does.
+        let v = verdict(Expectation::SafeAndAvailable, &write_only_lost, &[], true);
+        assert_eq!(v.outcome, Outcome::Pass, "{:?}", v.reasons);
+        write_only_lost.insert("write_only".into(), mode(10, 1, 0, 0));
         assert_eq!(
             verdict(Expectation::SafeAndAvailable, &write_only_lost, &[], true).failed_modes,
             ["write_only"]
+        );
+        let claim_first_stale = modes(
+            mode(10, 0, 0, 0),
+            ModeReport {
+                stale_writes: 1,
+                stale_reach: 1,
+                ..mode(10, 1, 0, 0)
+            },
+        );
+        assert_eq!(
+            verdict(Expectation::SafeAndAvailable, &claim_first_stale, &[], true).failed_modes,
+            ["claim_first"],
+            "claim_first claims before its read: no stall excuses a loss"
         );
         let duplicate_token = modes(
             mode(10, 0, 0, 0),
