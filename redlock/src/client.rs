@@ -50,6 +50,9 @@ pub(crate) struct Shared {
     guards: Mutex<Option<Guards>>,
     /// Told of every restart a node sees.
     restarts: Arc<Restarts>,
+    /// The keys this client's leases hold now: its waiters do not ask the nodes for them
+    /// (see `held`).
+    pub(crate) held: crate::held::Held,
 }
 
 impl Shared {
@@ -63,6 +66,7 @@ impl Shared {
             home: OnceLock::new(),
             guards: Mutex::new(None),
             restarts,
+            held: crate::held::Held::default(),
         }
     }
 
@@ -501,6 +505,14 @@ impl Redlock {
     /// `wait` of zero makes one attempt; a `wait` too long for the clock (such as
     /// `Duration::MAX`) waits without a deadline.
     ///
+    /// Waiting acquires of one client (its clones and `with_ttl` clients included) for
+    /// the same resource queue, first come, first served: one at a time asks the nodes,
+    /// and not while a lease of this client holds the resource with validity left — the
+    /// nodes would refuse it — but at its release notice, its validity end or the
+    /// policy's pause. A queued acquire whose `wait` ends before its turn makes one
+    /// attempt then, for a real answer. So a lease whose keys the servers lost still holds
+    /// back this client's other waiters (not other clients') until its validity ends.
+    ///
     /// # Errors
     /// [`LockError::WaitTimeout`] carrying the last attempt's error,
     /// [`LockError::RetriesExhausted`] when the policy stopped first, or a non-retryable
@@ -532,7 +544,55 @@ impl Redlock {
         let mut attempts = 0u32;
         // Woken by a notice: look again after a short pause, not a retry delay.
         let mut woken = false;
+        // The lease of this client that a release notice came for while the record still
+        // showed it (its drop, which clears the record, may not have run yet): the next
+        // attempt is made regardless, once.
+        let mut releasing = None;
+        // One waiting acquire of this client asks the nodes for a key at a time; the
+        // others queue here in arrival order (see `held`). Waiting for the turn counts
+        // against the wait; at its end, one attempt gives the real answer.
+        let _turn = match self.shared.held.turn(&key, deadline).await {
+            Some(turn) => turn,
+            None => {
+                return match self.attempt(resource).await {
+                    Ok(lease) => Ok(lease),
+                    Err(e) if !e.is_retryable() => Err(e),
+                    Err(e) => Err(LockError::WaitTimeout {
+                        resource: resource.to_owned(),
+                        waited: started.elapsed(),
+                        attempts: 1,
+                        last: Box::new(e),
+                    }),
+                };
+            }
+        };
         loop {
+            // A lease of this client holds the key: the nodes would refuse (they hold our
+            // own key), so wait for its release instead of asking (see `held`). At the
+            // deadline ask once, for a real answer.
+            if let Some((holder, until)) = self.shared.held.holder(&key)
+                && releasing.take() != Some(holder)
+                && let Some(quiet) = self.quiet_pause(attempts, until, deadline)
+            {
+                crate::metrics::attempt_held_back();
+                match &mut releases {
+                    Some(watcher) => {
+                        let heard = watcher.releases_heard();
+                        tokio::select! {
+                            () = tokio::time::sleep(quiet) => {}
+                            // A release, not a subscription's confirmation: while the
+                            // holder is recorded here, nothing else can have been released.
+                            () = watcher.released() => if watcher.releases_heard() != heard {
+                                woken = true;
+                                releasing = Some(holder);
+                                watcher.follow();
+                            },
+                        }
+                    }
+                    None => tokio::time::sleep(quiet).await,
+                }
+                continue;
+            }
             attempts = attempts.saturating_add(1);
             // Notices heard from here on (also repeats of a release already heard) tell a
             // woken waiter that more of that release's deletes have landed.
@@ -582,6 +642,7 @@ impl Redlock {
                         () = tokio::time::sleep(pause) => {}
                         () = watcher.released() => {
                             woken = true;
+                            releasing = self.shared.held.holder(&key).map(|(t, _)| t);
                             watcher.follow();
                         }
                         () = watcher.heard_again() => woken = true,
@@ -590,6 +651,29 @@ impl Redlock {
                 None => tokio::time::sleep(pause).await,
             }
         }
+    }
+
+    /// How long a waiter whose key a lease of this client holds until `until` stays
+    /// quiet: its retry pause, cut to that lease's end and to the wait's `deadline`;
+    /// `None` when it should ask the nodes now (the deadline has come, or the policy
+    /// stops, which it does only after a real attempt).
+    fn quiet_pause(
+        &self,
+        attempts: u32,
+        until: Instant,
+        deadline: Option<Instant>,
+    ) -> Option<Duration> {
+        let now = Instant::now();
+        let left = deadline.map(|d| d.saturating_duration_since(now));
+        if left.is_some_and(|l| l.is_zero()) {
+            return None;
+        }
+        let pause = self
+            .settings
+            .retry
+            .pause(attempts.max(1), None, &mut rand::rng())?;
+        let quiet = pause.min(until.saturating_duration_since(now));
+        Some(left.map_or(quiet, |l| quiet.min(l)))
     }
 
     fn notifier(&self) -> &Arc<Notifier> {

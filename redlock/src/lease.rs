@@ -132,6 +132,7 @@ impl Lease {
         nodes: Vec<NodeReport>,
         voters: Vec<Option<u64>>,
     ) -> Self {
+        client.shared().held.hold(&key, token, valid_until);
         Lease {
             client,
             resource,
@@ -419,8 +420,17 @@ impl Lease {
         let end = validity::validity(settings.ttl, Duration::ZERO, settings.drift)
             .and_then(|v| started.checked_add(v))
             .unwrap_or(started);
-        self.valid_until = self.valid_until.min(end);
+        self.set_valid_until(self.valid_until.min(end));
         self.valid_until
+    }
+
+    /// Every change of validity goes here, so the client's waiters know it (see `held`).
+    fn set_valid_until(&mut self, until: Instant) {
+        self.valid_until = until;
+        self.client
+            .shared()
+            .held
+            .update(&self.key, self.token, until);
     }
 
     /// Extends with `client`'s TTL and node deadline (this lease's client, or one made
@@ -434,7 +444,7 @@ impl Lease {
             });
         }
         if self.restart_voided() {
-            self.valid_until = self.valid_until.min(started);
+            self.set_valid_until(self.valid_until.min(started));
             return Err(self.restarted());
         }
         // Before the first request can leave: from here on the keys may be shortened.
@@ -473,7 +483,7 @@ impl Lease {
             // The round is the next contact with every node: a restart it found may have
             // taken the majority the lease had.
             if self.restart_voided() {
-                self.valid_until = self.valid_until.min(Instant::now());
+                self.set_valid_until(self.valid_until.min(Instant::now()));
                 return Err(self.restarted());
             }
             return Err(tally.quorum_error(&self.resource, nodes));
@@ -488,7 +498,14 @@ impl Lease {
                 ttl: settings.ttl,
             });
         };
-        self.valid_until = valid_until;
+        if self.unverified {
+            // Adopted, and now verified: from here this client holds it.
+            self.client
+                .shared()
+                .held
+                .hold(&self.key, self.token, valid_until);
+        }
+        self.set_valid_until(valid_until);
         self.unverified = false;
         self.voters = crate::client::epochs(&tally);
         Ok((validity, tally.not_ours()))
@@ -658,10 +675,12 @@ impl Lease {
 
 impl Drop for Lease {
     fn drop(&mut self) {
+        let shared = self.client.shared();
+        // Released, handed over or about to be: this client's waiters may ask the nodes.
+        shared.held.forget(&self.key, self.token);
         if self.done {
             return;
         }
-        let shared = self.client.shared();
         let nodes = shared.nodes.clone();
         let (key, token) = (Arc::clone(&self.key), self.token);
         let settings = self.client.settings();

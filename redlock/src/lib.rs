@@ -173,7 +173,8 @@
 //!   another process (`Serialize`/`Deserialize` with feature `serde`), and why an adopted
 //!   lease has no validity until it extends.
 //! - `renew`: [`RenewingLease`], the background renewer and its loss signal.
-//! - `notify`: release notifications for waiters.
+//! - `notify`: release notifications for waiters. `held`: what this client's own leases
+//!   hold, and the queue its waiters for one resource take turns in.
 //! - `quarantine`: the restart quarantine — a node's start from its uptime, epochs of
 //!   `run_id`s, and why a restarted node's vote waits for a TTL.
 //! - `durable`: durable votes — the `WAITAOF` behind every yes, and what its reply means.
@@ -220,6 +221,7 @@ pub mod error;
 mod extend;
 pub mod fence;
 pub mod handle;
+mod held;
 mod lease;
 #[cfg(feature = "metrics")]
 pub mod metrics;

@@ -17,6 +17,7 @@
 //! | `redlock_renew_failures_total` | counter | – | a background renewal of a [`RenewingLease`](crate::RenewingLease) fails (it is retried while validity is left) |
 //! | `redlock_leases_lost_total` | counter | `reason` | a [`RenewingLease`](crate::RenewingLease) is lost: the moment [`lost`](crate::RenewingLease::lost) learns why |
 //! | `redlock_handoff_wakeups_total` | counter | – | a release notice wakes a waiting `acquire` of this client before its retry delay (once per release, not once per node) |
+//! | `redlock_held_back_total` | counter | – | a waiting `acquire` skips an attempt because a lease of this client holds the resource (the nodes would refuse it; see [`Redlock::acquire`](crate::Redlock::acquire)) |
 //! | `redlock_quarantined_votes_total` | counter | `node` | a node's yes (acquire, fence write or extend) does not count because the node is in its restart quarantine or restarted since (see [`RestartQuarantine`](crate::config::RestartQuarantine)) |
 //! | `redlock_not_durable_votes_total` | counter | `node` | with [`Durability::Fsync`](crate::Durability::Fsync), a node's yes (acquire, fence write or extend) does not count because the node did not report it fsynced to its append-only file: not in time, `appendonly no`, or a server without `WAITAOF` (the `kind` of the same failure in `redlock_node_errors_total` says which) |
 //! | `redlock_node_restarts_total` | counter | `node` | a new connection to a node finds another `run_id` than the one before: the server restarted, and the votes it gave before are void |
@@ -75,6 +76,9 @@ pub const RENEW_FAILURES_TOTAL: &str = "redlock_renew_failures_total";
 pub const LEASES_LOST_TOTAL: &str = "redlock_leases_lost_total";
 /// Counter: waiting acquires woken by a release notice.
 pub const HANDOFF_WAKEUPS_TOTAL: &str = "redlock_handoff_wakeups_total";
+/// Counter: attempts a waiting acquire skipped because a lease of this client held the
+/// resource.
+pub const HELD_BACK_TOTAL: &str = "redlock_held_back_total";
 /// Counter, label `node`: yes votes that did not count (restart quarantine).
 pub const QUARANTINED_VOTES_TOTAL: &str = "redlock_quarantined_votes_total";
 /// Counter, label `node`: yes votes that did not count (not reported fsynced, see
@@ -135,6 +139,11 @@ pub fn describe() {
         HANDOFF_WAKEUPS_TOTAL,
         Unit::Count,
         "Waiting acquires woken by a release notice before their retry delay."
+    );
+    describe_counter!(
+        HELD_BACK_TOTAL,
+        Unit::Count,
+        "Attempts a waiting acquire skipped because a lease of this client held the resource."
     );
     describe_counter!(
         QUARANTINED_VOTES_TOTAL,
@@ -318,6 +327,12 @@ pub(crate) fn clock_jumped(node: &str, direction: &'static str) {
 pub(crate) fn handoff_wakeup() {
     #[cfg(feature = "metrics")]
     ::metrics::counter!(HANDOFF_WAKEUPS_TOTAL).increment(1);
+}
+
+/// A waiting acquire skipped an attempt: a lease of this client holds the resource.
+pub(crate) fn attempt_held_back() {
+    #[cfg(feature = "metrics")]
+    ::metrics::counter!(HELD_BACK_TOTAL).increment(1);
 }
 
 /// A release returned; `quorum` is the client's majority.

@@ -211,6 +211,13 @@ impl Watcher {
         async move { notify.notified().await }
     }
 
+    /// How many releases of the key this client has heard (not counting repeats): a
+    /// wake-up after which it has not grown was a subscription's confirmation, not a
+    /// release.
+    pub(crate) fn releases_heard(&self) -> u64 {
+        self.heard.borrow().0
+    }
+
     /// This waiter was woken for the release heard last: from now on it also hears that
     /// release's repeats (see [`heard_again`](Self::heard_again)). Only the one woken
     /// waiter follows a release, so repeats wake no one else.

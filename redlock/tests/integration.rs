@@ -35,4 +35,5 @@ mod quarantine;
 mod retry;
 mod safety;
 mod shortening_extend;
+mod siblings;
 mod transport;
