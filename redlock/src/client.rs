@@ -13,7 +13,7 @@ use crate::error::{ConfigError, LockError, NodeError};
 use crate::fence::FenceToken;
 use crate::lease::{Lease, NodeOutcome, NodeReport};
 use crate::node::Node;
-use crate::notify::Notifier;
+use crate::notify::{Notifier, Watcher};
 use crate::quarantine::{Guards, Restarts};
 use crate::quorum::{self, Tally, Until};
 use crate::script;
@@ -544,9 +544,11 @@ impl Redlock {
         let mut attempts = 0u32;
         // Woken by a notice: look again after a short pause, not a retry delay.
         let mut woken = false;
-        // The lease of this client that a release notice came for while the record still
-        // showed it (its drop, which clears the record, may not have run yet): the next
-        // attempt is made regardless, once.
+        // The releases of the key this client had heard when this waiter last looked, and
+        // the lease of this client the record showed when it heard the last one: that
+        // lease is being released (its drop, which clears the record, may not have run
+        // yet, and its deletes may still be on their way), so this waiter asks the nodes
+        // as any woken waiter does, rather than wait for it.
         let mut releasing = None;
         // One waiting acquire of this client asks the nodes for a key at a time; the
         // others queue here in arrival order (see `held`). Waiting for the turn counts
@@ -566,27 +568,34 @@ impl Redlock {
                 };
             }
         };
+        // From its turn on: releases heard while it queued were others'.
+        let mut seen = releases.as_ref().map_or(0, Watcher::releases_heard);
         loop {
             // A lease of this client holds the key: the nodes would refuse (they hold our
             // own key), so wait for its release instead of asking (see `held`). At the
             // deadline ask once, for a real answer.
+            if let Some(watcher) = &mut releases
+                && watcher.releases_heard() != seen
+            {
+                seen = watcher.releases_heard();
+                releasing = self.shared.held.holder(&key).map(|(t, _)| t);
+                // The attempt below is made on a release: follow its repeats, as a woken
+                // waiter does.
+                woken = true;
+                watcher.follow();
+            }
             if let Some((holder, until)) = self.shared.held.holder(&key)
-                && releasing.take() != Some(holder)
+                && releasing != Some(holder)
                 && let Some(quiet) = self.quiet_pause(attempts, until, deadline)
             {
                 crate::metrics::attempt_held_back();
                 match &mut releases {
                     Some(watcher) => {
-                        let heard = watcher.releases_heard();
+                        // Any wake-up looks again: a release shows in the count of
+                        // releases heard, a subscription's confirmation does not.
                         tokio::select! {
                             () = tokio::time::sleep(quiet) => {}
-                            // A release, not a subscription's confirmation: while the
-                            // holder is recorded here, nothing else can have been released.
-                            () = watcher.released() => if watcher.releases_heard() != heard {
-                                woken = true;
-                                releasing = Some(holder);
-                                watcher.follow();
-                            },
+                            () = watcher.released() => {}
                         }
                     }
                     None => tokio::time::sleep(quiet).await,
@@ -640,9 +649,9 @@ impl Redlock {
                 Some(watcher) => {
                     tokio::select! {
                         () = tokio::time::sleep(pause) => {}
+                        // A release is taken up at the top of the loop (`seen`).
                         () = watcher.released() => {
                             woken = true;
-                            releasing = self.shared.held.holder(&key).map(|(t, _)| t);
                             watcher.follow();
                         }
                         () = watcher.heard_again() => woken = true,

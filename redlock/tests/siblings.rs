@@ -67,9 +67,11 @@ async fn waiters_of_one_client_take_turns_without_asking_the_nodes() {
         [0, 1, 2, 3, 4],
         "first come, first served"
     );
-    // One attempt each; two when a release notice raced the holder's drop.
+    // Each asks only on its predecessor's release: once, and again when a node announces
+    // that release's delete after a first try found the keys still there (3 nodes: at
+    // most 1 + 3). Polling while held would be ~50.
     assert!(
-        attempts.iter().all(|&a| a <= 2),
+        attempts.iter().all(|&a| a <= 4),
         "attempts per waiter {attempts:?}"
     );
 }
