@@ -14,6 +14,12 @@
 //! pause, or the holder's validity end, whichever comes first. This only ever holds
 //! attempts back, never grants anything: the nodes still decide every grant.
 //!
+//! And the waiters take turns ([`Held::turn`]): one per key asks the nodes, the others
+//! queue first come, first served. Without that, the task that has just released asks
+//! again at once, ahead of the waiter its release notice woke, and mostly wins — a
+//! waiter could go unserved for the whole of its wait (seen on the fencing table: waits of
+//! 10 s that ended without the lock, with the lock handed around every 10 ms).
+//!
 //! What it changes beyond the cost: a sibling whose keys the servers lost (an eviction, a
 //! restart without data) still counts as holding until its validity ends, so a waiter of
 //! the same client does not step in before that — the exclusion the sibling believes in
