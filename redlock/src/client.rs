@@ -571,9 +571,6 @@ impl Redlock {
         // From its turn on: releases heard while it queued were others'.
         let mut seen = releases.as_ref().map_or(0, Watcher::releases_heard);
         loop {
-            // A lease of this client holds the key: the nodes would refuse (they hold our
-            // own key), so wait for its release instead of asking (see `held`). At the
-            // deadline ask once, for a real answer.
             if let Some(watcher) = &mut releases
                 && watcher.releases_heard() != seen
             {
@@ -584,6 +581,9 @@ impl Redlock {
                 woken = true;
                 watcher.follow();
             }
+            // A lease of this client holds the key: the nodes would refuse (they hold our
+            // own key), so wait for its release instead of asking (see `held`). At the
+            // deadline ask once, for a real answer.
             if let Some((holder, until)) = self.shared.held.holder(&key)
                 && releasing != Some(holder)
                 && let Some(quiet) = self.quiet_pause(attempts, until, deadline)
