@@ -39,7 +39,8 @@ type Gate = Arc<tokio::sync::Mutex<()>>;
 /// the queues of its waiting acquires.
 #[derive(Debug, Default)]
 pub(crate) struct Held {
-    keys: Mutex<HashMap<String, (Token, Instant)>>,
+    /// Keyed by the lease's own `Arc<str>`: recording a grant allocates nothing.
+    keys: Mutex<HashMap<Arc<str>, (Token, Instant)>>,
     gates: Arc<Mutex<HashMap<String, Gate>>>,
 }
 
@@ -101,7 +102,7 @@ impl Held {
         })
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, (Token, Instant)>> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<Arc<str>, (Token, Instant)>> {
         // A poisoned map is still a correct map: every update is one insert or remove.
         self.keys
             .lock()
@@ -110,14 +111,8 @@ impl Held {
 
     /// The lease with owner `token` holds `key` until `until` (a grant, or a change of
     /// its validity).
-    pub(crate) fn hold(&self, key: &str, token: Token, until: Instant) {
-        let mut keys = self.lock();
-        match keys.get_mut(key) {
-            Some(entry) => *entry = (token, until),
-            None => {
-                keys.insert(key.to_owned(), (token, until));
-            }
-        }
+    pub(crate) fn hold(&self, key: &Arc<str>, token: Token, until: Instant) {
+        self.lock().insert(Arc::clone(key), (token, until));
     }
 
     /// The lease with owner `token` changed its validity end to `until`; nothing when it
@@ -162,10 +157,11 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_key_is_held_until_its_validity_ends_or_its_lease_forgets_it() {
         let held = Held::default();
+        let key: Arc<str> = Arc::from("k");
         let (a, b) = (Token::random(), Token::random());
         let now = Instant::now();
         assert_eq!(held.holder("k").map(|(_, until)| until), None);
-        held.hold("k", a, now + Duration::from_millis(100));
+        held.hold(&key, a, now + Duration::from_millis(100));
         assert_eq!(
             held.holder("k").map(|(_, until)| until),
             Some(now + Duration::from_millis(100))
@@ -188,7 +184,7 @@ mod tests {
             None,
             "ended at its validity"
         );
-        held.hold("k", b, Instant::now() + Duration::from_millis(100));
+        held.hold(&key, b, Instant::now() + Duration::from_millis(100));
         held.forget("k", b);
         assert_eq!(
             held.holder("k").map(|(_, until)| until),

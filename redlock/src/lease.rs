@@ -500,12 +500,14 @@ impl Lease {
         };
         if self.unverified {
             // Adopted, and now verified: from here this client holds it.
+            self.valid_until = valid_until;
             self.client
                 .shared()
                 .held
                 .hold(&self.key, self.token, valid_until);
+        } else {
+            self.set_valid_until(valid_until);
         }
-        self.set_valid_until(valid_until);
         self.unverified = false;
         self.voters = crate::client::epochs(&tally);
         Ok((validity, tally.not_ours()))
