@@ -80,6 +80,8 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::{Notify, oneshot};
 use tokio::task::AbortHandle;
 
+use crate::resp;
+
 /// Most requests waiting for replies on one [`Lean`] connection, those whose callers gave
 /// up included (see "A node that stops reading"). The same as the node's in-flight limit
 /// (each call has at most one request waiting at a time), so live calls alone never fill
@@ -491,12 +493,12 @@ async fn read_replies(read: OwnedReadHalf, guard: BreakOnExit) {
         }
         let mut start = 0;
         loop {
-            let end = match frame_end(&buf, start) {
+            let end = match resp::frame_end(&buf, start) {
                 Ok(Some(end)) => end,
                 Ok(None) => break,
                 Err(why) => return shared.break_with(Break::Protocol(why)),
             };
-            let reply = redis::parse_redis_value(buf.get(start..end).unwrap_or_default());
+            let reply = resp::decode(buf.get(start..end).unwrap_or_default());
             start = end;
             let next = shared.line().waiting.pop_front();
             let Some(waiter) = next else {
@@ -509,127 +511,9 @@ async fn read_replies(read: OwnedReadHalf, guard: BreakOnExit) {
     }
 }
 
-/// Deepest nesting of arrays accepted in a reply (the lock's replies have none but the
-/// `COMMAND INFO` probe's; a deeper one breaks the connection instead of the stack).
-const MAX_DEPTH: usize = 16;
-
-/// Where the RESP2 value starting at `buf[start]` ends (exclusive), `None` if `buf` does
-/// not hold all of it yet; an error for bytes that are not RESP2.
-fn frame_end(buf: &[u8], start: usize) -> Result<Option<usize>, String> {
-    frame_end_at(buf, start, 0)
-}
-
-fn frame_end_at(buf: &[u8], start: usize, depth: usize) -> Result<Option<usize>, String> {
-    let Some(rest) = buf.get(start..) else {
-        return Ok(None);
-    };
-    let Some(&kind) = rest.first() else {
-        return Ok(None);
-    };
-    let Some(cr) = rest.windows(2).position(|w| w == b"\r\n") else {
-        return Ok(None);
-    };
-    // Within `buf`, so no overflow.
-    let line_end = start.saturating_add(cr).saturating_add(2);
-    let number = || -> Result<i64, String> {
-        rest.get(1..cr)
-            .and_then(|n| std::str::from_utf8(n).ok())
-            .and_then(|n| n.parse().ok())
-            .ok_or_else(|| "a reply with a bad length".to_owned())
-    };
-    match kind {
-        b'+' | b'-' | b':' => Ok(Some(line_end)),
-        b'$' => {
-            let Ok(len) = usize::try_from(number()?) else {
-                return Ok(Some(line_end)); // $-1: nil
-            };
-            let end = line_end
-                .checked_add(len)
-                .and_then(|e| e.checked_add(2))
-                .ok_or("a reply too long")?;
-            Ok((end <= buf.len()).then_some(end))
-        }
-        b'*' => {
-            if depth >= MAX_DEPTH {
-                return Err("a reply nested too deep".into());
-            }
-            let mut end = line_end;
-            for _ in 0..number()?.max(0) {
-                match frame_end_at(buf, end, depth.saturating_add(1))? {
-                    Some(e) => end = e,
-                    None => return Ok(None),
-                }
-            }
-            Ok(Some(end))
-        }
-        other => Err(format!("a reply of unknown type {other:#04x} (not RESP2)")),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use proptest::prelude::*;
-
-    fn encode(v: &Value, out: &mut Vec<u8>) {
-        match v {
-            Value::Nil => out.extend_from_slice(b"$-1\r\n"),
-            Value::Int(i) => out.extend_from_slice(format!(":{i}\r\n").as_bytes()),
-            Value::Okay => out.extend_from_slice(b"+OK\r\n"),
-            Value::BulkString(b) => {
-                out.extend_from_slice(format!("${}\r\n", b.len()).as_bytes());
-                out.extend_from_slice(b);
-                out.extend_from_slice(b"\r\n");
-            }
-            Value::Array(items) => {
-                out.extend_from_slice(format!("*{}\r\n", items.len()).as_bytes());
-                for i in items {
-                    encode(i, out);
-                }
-            }
-            _ => unreachable!("not generated"),
-        }
-    }
-
-    fn value() -> impl Strategy<Value = Value> {
-        let leaf = prop_oneof![
-            Just(Value::Nil),
-            Just(Value::Okay),
-            any::<i64>().prop_map(Value::Int),
-            // Bulk strings may hold CR LF and anything else.
-            proptest::collection::vec(any::<u8>(), 0..40).prop_map(Value::BulkString),
-        ];
-        leaf.prop_recursive(3, 24, 5, |inner| {
-            proptest::collection::vec(inner, 0..5).prop_map(Value::Array)
-        })
-    }
-
-    proptest! {
-        /// Replies split anywhere are framed exactly where they end, and only when whole.
-        #[test]
-        fn frames_end_where_values_end(values in proptest::collection::vec(value(), 1..6), cut in 0usize..400) {
-            let mut bytes = Vec::new();
-            let mut ends = Vec::new();
-            for v in &values {
-                encode(v, &mut bytes);
-                ends.push(bytes.len());
-            }
-            let cut = cut.min(bytes.len());
-            let seen = &bytes[..cut];
-            let mut start = 0;
-            let mut found = Vec::new();
-            while let Some(end) = frame_end(seen, start).expect("valid RESP2") {
-                prop_assert_eq!(
-                    redis::parse_redis_value(&seen[start..end]).expect("parses"),
-                    values[found.len()].clone()
-                );
-                found.push(end);
-                start = end;
-            }
-            let whole: Vec<usize> = ends.iter().copied().filter(|e| *e <= cut).collect();
-            prop_assert_eq!(found, whole);
-        }
-    }
 
     /// A server that answers each `PING` it reads with `reply`.
     async fn fake_server(reply: &'static [u8]) -> u16 {
@@ -856,16 +740,5 @@ mod tests {
             .await
             .expect_err("closed");
         assert!(err.is_io_error(), "{err}");
-    }
-
-    #[test]
-    fn errors_and_unknown_types() {
-        assert_eq!(frame_end(b"-ERR no\r\n", 0), Ok(Some(9)));
-        assert_eq!(frame_end(b"-ERR no\r", 0), Ok(None));
-        assert!(frame_end(b"%2\r\n", 0).is_err());
-        assert!(frame_end(b"$x\r\n", 0).is_err());
-        assert_eq!(frame_end(b"*-1\r\n", 0), Ok(Some(5)));
-        assert_eq!(frame_end(b"$-1\r\n", 0), Ok(Some(5)));
-        assert!(frame_end(&b"*1\r\n".repeat(100), 0).is_err());
     }
 }

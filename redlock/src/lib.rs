@@ -236,6 +236,7 @@ pub mod pg;
 mod quarantine;
 mod quorum;
 mod renew;
+mod resp;
 pub mod retry;
 mod room;
 mod script;
