@@ -746,14 +746,15 @@ impl Redlock {
                                 .await?;
                             Ok((fence >= 0).then_some(fence))
                         } else {
-                            let ok: Option<String> = redis::cmd("SET")
-                                .arg(&*key)
-                                .arg(token.as_str())
-                                .arg("NX")
-                                .arg("PX")
-                                .arg(ttl_ms)
-                                .query_async(&mut c)
-                                .await?;
+                            let ok: Option<String> =
+                                script::command("SET", 5, key.len().saturating_add(64))
+                                    .arg(&*key)
+                                    .arg(token.as_str())
+                                    .arg("NX")
+                                    .arg("PX")
+                                    .arg(ttl_ms)
+                                    .query_async(&mut c)
+                                    .await?;
                             Ok(ok.map(|_| 0))
                         }
                     })

@@ -42,16 +42,17 @@ pub(crate) async fn extend_one(
             .await;
     }
     // `GET` answers with the value before the write: ours only when the write happened.
-    let before: RedisResult<Option<Vec<u8>>> = redis::cmd("SET")
-        .arg(key)
-        .arg(token.as_str())
-        .arg("IFEQ")
-        .arg(token.as_str())
-        .arg("GET")
-        .arg("PX")
-        .arg(ttl_ms)
-        .query_async(c)
-        .await;
+    let before: RedisResult<Option<Vec<u8>>> =
+        crate::script::command("SET", 7, key.len().saturating_add(96))
+            .arg(key)
+            .arg(token.as_str())
+            .arg("IFEQ")
+            .arg(token.as_str())
+            .arg("GET")
+            .arg("PX")
+            .arg(ttl_ms)
+            .query_async(c)
+            .await;
     match before {
         Ok(Some(v)) if v == token.as_str().as_bytes() => Ok(1),
         Ok(Some(_)) => Ok(-1),

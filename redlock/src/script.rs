@@ -25,10 +25,35 @@ use redis::Cmd;
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Lua(&'static str);
 
+/// Arguments and bytes a script call takes after its keys: at most a token (32), a TTL or
+/// a fence (≤ 20 digits), a release channel (a prefix and the key again) and a release id
+/// (16): room for them besides the key counted once more.
+const ARGS_AFTER_KEYS: usize = 4;
+const BYTES_AFTER_KEYS: usize = 128;
+
+/// `name`, with room for `args` more arguments holding `data` bytes in all. A command
+/// whose buffers grow one argument at a time reallocates them three or four times; every
+/// lock operation builds ten (measured with `chaos/examples/allocs.rs`).
+pub(crate) fn command(name: &str, args: usize, data: usize) -> Cmd {
+    let mut cmd = Cmd::with_capacity(args.saturating_add(1), data.saturating_add(name.len()));
+    cmd.arg(name);
+    cmd
+}
+
 impl Lua {
     /// `EVAL source <keys.len()> keys…`; the caller appends the arguments.
     pub(crate) fn call(self, keys: &[&[u8]]) -> Cmd {
-        let mut cmd = redis::cmd("EVAL");
+        let keys_len: usize = keys.iter().map(|k| k.len()).sum();
+        let mut cmd = command(
+            "EVAL",
+            keys.len().saturating_add(2 + ARGS_AFTER_KEYS),
+            // The source, the key count, the keys, and the key once more in a channel.
+            self.0
+                .len()
+                .saturating_add(2)
+                .saturating_add(keys_len.saturating_mul(2))
+                .saturating_add(BYTES_AFTER_KEYS),
+        );
         cmd.arg(self.0).arg(keys.len());
         for key in keys {
             cmd.arg(*key);
