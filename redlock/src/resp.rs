@@ -256,6 +256,10 @@ mod tests {
     #[test]
     fn the_lock_replies_are_read_in_place() {
         assert_eq!(decode(b"+OK\r\n").ok(), Some(Value::Okay));
+        assert_eq!(
+            decode(b"+OKAY\r\n").ok(),
+            Some(Value::SimpleString("OKAY".into()))
+        );
         assert_eq!(decode(b"$-1\r\n").ok(), Some(Value::Nil));
         assert_eq!(
             decode(b"*2\r\n:7\r\n$2\r\nab\r\n").ok(),
