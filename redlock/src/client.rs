@@ -732,29 +732,34 @@ impl Redlock {
 
         let guards = self.shared.guards();
         let durability = self.settings.durability;
+        // One command for every node: the same bytes go to each.
+        let fenced = fence_key.is_some();
+        let request = Arc::new(match &fence_key {
+            Some(fence_key) => {
+                let mut cmd = script::ACQUIRE_FENCED.call(&[key.as_bytes(), fence_key]);
+                cmd.arg(token.as_str()).arg(ttl_ms);
+                cmd
+            }
+            None => {
+                let mut cmd = script::command("SET", 5, key.len().saturating_add(64));
+                cmd.arg(&*key)
+                    .arg(token.as_str())
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(ttl_ms);
+                cmd
+            }
+        });
         let votes: Tally<(i64, u64)> =
             quorum::fan_out(nodes, required, Until::Decided, deadline, tasks, |node| {
-                let (key, fence_key, token) = (Arc::clone(&key), fence_key.clone(), token);
+                let request = Arc::clone(&request);
                 async move {
                     node.vote(guards, durability, |mut c| async move {
-                        if let Some(fence_key) = fence_key {
-                            let fence: i64 = script::ACQUIRE_FENCED
-                                .call(&[key.as_bytes(), &fence_key])
-                                .arg(token.as_str())
-                                .arg(ttl_ms)
-                                .query_async(&mut c)
-                                .await?;
+                        if fenced {
+                            let fence: i64 = request.query_async(&mut c).await?;
                             Ok((fence >= 0).then_some(fence))
                         } else {
-                            let ok: Option<String> =
-                                script::command("SET", 5, key.len().saturating_add(64))
-                                    .arg(&*key)
-                                    .arg(token.as_str())
-                                    .arg("NX")
-                                    .arg("PX")
-                                    .arg(ttl_ms)
-                                    .query_async(&mut c)
-                                    .await?;
+                            let ok: Option<String> = request.query_async(&mut c).await?;
                             Ok(ok.map(|_| 0))
                         }
                     })
@@ -782,18 +787,16 @@ impl Redlock {
                     });
                 }
             };
+            let mut request = script::FENCE_WRITE.call(&[key.as_bytes(), fence_key]);
+            request.arg(token.as_str()).arg(next.get());
+            let request = Arc::new(request);
             let written: Tally<((), u64)> =
                 quorum::fan_out(nodes, required, Until::Decided, deadline, tasks, |node| {
-                    let (key, fence_key, token) = (Arc::clone(&key), Arc::clone(fence_key), token);
+                    let request = Arc::clone(&request);
                     async move {
                         let (reply, took) = node
                             .call_sampled(guards, durability, |mut c| async move {
-                                let held: i64 = script::FENCE_WRITE
-                                    .call(&[key.as_bytes(), &fence_key])
-                                    .arg(token.as_str())
-                                    .arg(next.get())
-                                    .query_async(&mut c)
-                                    .await?;
+                                let held: i64 = request.query_async(&mut c).await?;
                                 Ok(held)
                             })
                             .await;

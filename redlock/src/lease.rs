@@ -715,10 +715,18 @@ pub(crate) async fn delete_everywhere(
     wait: Wait<'_>,
     room: Room,
 ) -> ReleaseReport {
-    let announce: Arc<(String, String)> = Arc::new(if announce {
+    let (channel, release_id) = if announce {
         (notify::channel(key), notify::release_id())
     } else {
         (String::new(), String::new())
+    };
+    // The script's request is the same for every node: built once.
+    let mut script = script::RELEASE.call(&[key.as_bytes()]);
+    script.arg(token.as_str()).arg(&channel).arg(&release_id);
+    let announce = Arc::new(Announce {
+        channel,
+        release_id,
+        script,
     });
     // Until::All leaves nothing in flight, so its tracker never gets a task.
     let untracked;
@@ -735,8 +743,7 @@ pub(crate) async fn delete_everywhere(
         async move {
             let native = node.native_delete(deadline);
             node.call_unbounded_in(room, |mut c| async move {
-                let (channel, release_id) = (&announce.0, &announce.1);
-                delete_one(&mut c, native, &key, &token, channel, release_id)
+                delete_one(&mut c, native, &key, &token, &announce)
                     .await
                     .map(Some)
             })
@@ -745,6 +752,15 @@ pub(crate) async fn delete_everywhere(
     })
     .await;
     report_of(nodes, tally)
+}
+
+/// What a release says to every node: the channel and release id its notice carries
+/// (empty: no notice), and the compare-and-delete script's request, which is the same
+/// bytes for every node that runs it.
+struct Announce {
+    channel: String,
+    release_id: String,
+    script: redis::Cmd,
 }
 
 /// Per node: 1 deleted, 0 (or no value) nothing there, anything else not ours.
@@ -779,19 +795,11 @@ async fn delete_one(
     native: NativeDelete,
     key: &str,
     token: &Token,
-    channel: &str,
-    release_id: &str,
+    announce: &Announce,
 ) -> redis::RedisResult<i64> {
+    let (channel, release_id) = (&announce.channel, &announce.release_id);
     let native_cmd = match native {
-        NativeDelete::None => {
-            return script::RELEASE
-                .call(&[key.as_bytes()])
-                .arg(token.as_str())
-                .arg(channel)
-                .arg(release_id)
-                .query_async(c)
-                .await;
-        }
+        NativeDelete::None => return announce.script.query_async(c).await,
         NativeDelete::DelIfEq => {
             let mut cmd = redis::cmd("DELIFEQ");
             cmd.arg(key).arg(token.as_str());
