@@ -1,4 +1,5 @@
-//! `chaos run` on the local backend: every scenario, each verdict must be a pass;
+//! `chaos run` on the local backend: every scenario (`amnesia-split` in the guarded run),
+//! each verdict must be a pass;
 //! report.json has the documented shape; nothing is left running. One short scenario (the
 //! quick tier's run on this backend). Then cancellation by dropping the run future
 //! mid-scenario.
@@ -31,10 +32,15 @@ fn config(scenarios: &str, secs: u64, seed: u64, run_id: &str) -> RunConfig {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_scenario_meets_its_expectation_locally() {
     let run_id = format!("e2e-local-{}", std::process::id());
-    // 20 s per scenario: amnesia-split leases last 3 s and its trigger is the victim's
-    // grant, so 6 s (two leases) sometimes saw no split at all in `none` (a blind run, which
-    // fails); 20 s is the length its 5-seed check used.
-    let cfg = config("all", 20, 20_251_130, &run_id);
+    // Every scenario but `amnesia-split`, 12 s each (the suites' 20 s would cost this
+    // serial test 160 s more of the full tier's 35-minute budget, issue 25): every recipe
+    // is a fraction of the run, so 12 s still lays several fault windows per scenario (the
+    // shortest, amnesia's 2-5 %, 240-600 ms, still outlasts the 200 ms TTL), and the
+    // lock-mutant runner's baselines pass all these at 8 s. `amnesia-split` needs 20 s
+    // (its victims hold 3 s leases and its trigger is a victim's grant: at 6 s `none`
+    // sometimes saw no split, a blind run); it plays at 20 s, canary judged, in
+    // `guarded_lock_keeps_holders_apart_in_amnesia_and_majority_jumps` below.
+    let cfg = config(&every_scenario_but_amnesia_split(), 12, 20_251_130, &run_id);
     let report = run::run(cfg, &Silent).await;
     print!("{}", run::table::render(&report));
     let dir = std::env::temp_dir().join(format!("chaos-report-{run_id}"));
@@ -58,7 +64,7 @@ async fn every_scenario_meets_its_expectation_locally() {
     assert_eq!(junit.matches("<failure").count(), 0, "{junit}");
     assert_eq!(
         report.scenarios.len(),
-        redlock_chaos::scenario::SCENARIOS.len()
+        redlock_chaos::scenario::SCENARIOS.len() - 1
     );
     assert_report_shape(&json, report.scenarios.len());
     assert_all_pass(&report);
@@ -68,6 +74,21 @@ async fn every_scenario_meets_its_expectation_locally() {
         "left running: {:?}",
         processes_mentioning(&run_id)
     );
+}
+
+/// Every built-in scenario's name but `amnesia-split`'s, comma-separated.
+fn every_scenario_but_amnesia_split() -> String {
+    let names: Vec<&str> = redlock_chaos::scenario::SCENARIOS
+        .iter()
+        .map(|s| s.name.as_str())
+        .filter(|n| *n != "amnesia-split")
+        .collect();
+    assert_eq!(
+        names.len() + 1,
+        redlock_chaos::scenario::SCENARIOS.len(),
+        "amnesia-split is a built-in"
+    );
+    names.join(",")
 }
 
 /// `--lock ours-guarded` (restart quarantine and clock-jump guard on) where Redlock's
