@@ -204,7 +204,9 @@ impl LockUnderTest {
     }
 
     /// The lock of `kind` on `nodes` with `ttl`; `resource:` is the key prefix of ours (so
-    /// release notifications of different modes do not mix).
+    /// release notifications of different modes do not mix); `notify`: whether ours wakes
+    /// its waiters with release notices (`notify_waiters`) or they poll (the others have
+    /// no such setting).
     ///
     /// # Errors
     /// A message naming the bad setting.
@@ -213,11 +215,13 @@ impl LockUnderTest {
         nodes: &[String],
         ttl: Duration,
         resource: &str,
+        notify: bool,
     ) -> Result<Self, String> {
         match kind {
             LockKind::Ours | LockKind::OursGuarded => Redlock::builder(nodes)
                 .ttl(ttl)
                 .key_prefix(format!("{resource}:"))
+                .notify_waiters(notify)
                 .fencing(true)
                 .restart_quarantine(if kind.guarded() {
                     RestartQuarantine::Auto

@@ -266,6 +266,8 @@ fn summary_table(out: &mut String, s: &ScenarioReport, modes: &[&str]) {
             leaks: _,
             recovery,
             loss_heard: _,
+            // In the verdict's reasons, where judged.
+            hand_offs: _,
         } = m;
         let resume = recovery
             .worst_resume_ms

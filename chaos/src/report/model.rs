@@ -18,6 +18,7 @@ use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
 
 use crate::checker::availability::Recovery;
+use crate::checker::handoff::HandOffs;
 use crate::checker::leak::LeakSummary;
 use crate::checker::renewal::LossHeard;
 use crate::checker::truth::TruthSummary;
@@ -291,6 +292,10 @@ pub struct ModeReport {
     /// ([`crate::checker::renewal`]).
     #[serde(default)]
     pub loss_heard: LossHeard,
+    /// Where a mode's workers share one client: how its releases handed the lock to
+    /// siblings already waiting ([`crate::checker::handoff`]); empty elsewhere.
+    #[serde(default)]
+    pub hand_offs: HandOffs,
 }
 
 /// How often a renewed section reads its renewer's `status()` for

@@ -34,6 +34,7 @@ use super::suite;
 use super::verdict::{Promises, judge_quorum_probe, verdict_for};
 use super::worker_proc::{self, ProcessControl};
 use crate::checker::availability::{idle_fault_windows, recovery};
+use crate::checker::handoff;
 use crate::checker::history::OpKind;
 use crate::checker::leak;
 use crate::checker::renewal::{self, Bound};
@@ -456,6 +457,12 @@ pub(crate) async fn play(
             m.recovery = recovery(&faults, t, end_ms, minority);
         }
     }
+    // Hand-offs inside one client: only where a mode's workers share one.
+    if !processes && scenario.clients == Clients::Shared {
+        for (name, m) in modes.iter_mut() {
+            m.hand_offs = handoff::hand_offs(&history, name);
+        }
+    }
     let exempt = leaks::exemptions(&faults);
     let stalls = leaks::outside_faults(&watched_keys.stalls, &faults);
     let until_us = u64::try_from(duration.as_micros()).unwrap_or(u64::MAX);
@@ -538,13 +545,14 @@ async fn start_workers(
         }
         let resource = resource(env, scenario, *mode);
         let kind = mode_lock(cfg.lock, scenario, *mode);
-        let build = |urls: &[String]| {
-            LockUnderTest::build(kind, urls, ttl, &resource)
-                .map_err(|e| format!("lock settings: {e}"))
-        };
         // Shared: one client per mode (and one for the amnesia-split victim, who reaches
         // other nodes); per worker: built in the loop. Processes always have their own.
         let shared = !processes && scenario.clients == Clients::Shared;
+        let notify = !shared || matches!(mode, Mode::None | Mode::Checked);
+        let build = |urls: &[String]| {
+            LockUnderTest::build(kind, urls, ttl, &resource, notify)
+                .map_err(|e| format!("lock settings: {e}"))
+        };
         let (shared_lock, victim_lock) = if shared {
             (Some(build(&env.worker_urls)?), Some(build(&victim_urls)?))
         } else {

@@ -366,6 +366,8 @@ impl ModeRecord {
             recovery: Default::default(),
             // Needs the nemesis's forgets: filled in by the runner.
             loss_heard: Default::default(),
+            // Only where the workers share a client: filled in by the runner.
+            hand_offs: Default::default(),
         };
         Finished {
             report,

@@ -23,6 +23,12 @@
 //! held hears of it from its renewer, not only as `Expired` more than half a TTL later
 //! ([`crate::checker::renewal`]; only `renewal-forget` makes such leases).
 //!
+//! Every mode whose workers share one client (`connection-minority`, `connection-majority`):
+//! once 10 or more releases handed the lock to a sibling already waiting while the released
+//! lease had 100 ms of validity left, at least half of those siblings were granted before
+//! that validity end — a client that keeps a released lease's record holds them all back to it
+//! ([`crate::checker::handoff`]).
+//!
 //! A lock without fencing tokens (`--lock rslock`) runs only `none` and `checked`: the
 //! claim-first check is then replaced by a note that the fenced modes did not apply.
 //!
@@ -80,6 +86,9 @@ verdicts (chaos run; none, checked, write_only and claim_first run at once in ev
                                    when its validity runs out (more than half a TTL after the keys were gone)
   every scenario, every mode: no key of a never-granted attempt left standing for 80 % of its TTL on a node
                                    whose faults keep requests in order (freeze, muted or split replies, clock jumps)
+  every mode whose workers share one client (connection faults): of 10 or more releases that handed the lock to a
+                                   sibling already waiting, with 100 ms of validity left, at least half granted the
+                                   sibling before the released lease's validity end (a release frees its client)
   any: a worker or fault that failed, a fault left unhealed, an unread counter, an interruption -> unknown (exit 2)";
 
 /// The claim-first mode's key in [`ModeReport`] maps.
@@ -285,6 +294,25 @@ fn loss_told(check: &mut dyn FnMut(&str, bool, String), name: &str, m: &ModeRepo
     );
 }
 
+/// Where the workers share a client and enough releases handed the lock to a waiting
+/// sibling: at least half of those siblings were granted before the released lease's
+/// validity end. A client that keeps a released lease's record holds every such waiter
+/// back to that end ([`crate::checker::handoff`]).
+fn hands_off(check: &mut dyn FnMut(&str, bool, String), name: &str, m: &ModeReport) {
+    let h = &m.hand_offs;
+    if !h.judged() {
+        return;
+    }
+    check(
+        name,
+        h.prompt(),
+        format!(
+            "{name}: {} (want at least half: a released lease must not hold its own client's waiters back)",
+            h.describe()
+        ),
+    );
+}
+
 /// What the lock must keep wherever it promises exclusion, even when clients outlive their
 /// leases: holding windows end at `valid_until`, so no two overlap and tokens grow; every
 /// loss, in every mode, is a stale write's doing.
@@ -397,9 +425,11 @@ pub fn verdict_for(
                 .into(),
         );
     }
-    // Every scenario: a renewer that finds its keys gone says so.
+    // Every scenario: a renewer that finds its keys gone says so; a release frees the
+    // lock for its own client's waiters.
     for (name, m) in modes {
         loss_told(&mut check, name, m);
+        hands_off(&mut check, name, m);
     }
     let claim_first_loses_nothing =
         |check: &mut dyn FnMut(&str, bool, String)| match modes.get(CLAIM_FIRST) {
@@ -667,6 +697,7 @@ mod tests {
             leaks: Default::default(),
             recovery: Default::default(),
             loss_heard: Default::default(),
+            hand_offs: Default::default(),
             server_truth: TruthSummary {
                 read: sections,
                 margin_min_us: Some(3_000),
@@ -692,6 +723,56 @@ mod tests {
             ("write_only".to_owned(), mode(10, 0, 0, 0)),
             ("claim_first".to_owned(), claim),
         ])
+    }
+
+    #[test]
+    fn a_client_whose_waiters_wait_out_released_leases_fails_in_every_expectation() {
+        use crate::checker::handoff::HandOffs;
+        let held_back = ModeReport {
+            hand_offs: HandOffs {
+                eligible: 40,
+                early: 0,
+                worst_us: Some(188_000),
+            },
+            ..mode(10, 0, 0, 0)
+        };
+        for e in Expectation::ALL {
+            let v = verdict(e, &modes(mode(10, 0, 0, 0), held_back.clone()), &[], true);
+            assert_eq!(v.outcome, Outcome::Fail, "{e}: {:?}", v.reasons);
+            assert!(
+                v.reasons
+                    .iter()
+                    .any(|r| r.starts_with("FAILED: claim_first: 0 of 40 hand-offs")
+                        && r.contains("slowest 188 ms")),
+                "{e}: {:?}",
+                v.reasons
+            );
+        }
+        // Half early is enough; too few to judge is not judged.
+        for hand_offs in [
+            HandOffs {
+                eligible: 40,
+                early: 20,
+                worst_us: Some(188_000),
+            },
+            HandOffs {
+                eligible: 9,
+                early: 0,
+                worst_us: Some(188_000),
+            },
+        ] {
+            let m = ModeReport {
+                hand_offs,
+                ..mode(10, 0, 0, 0)
+            };
+            let v = verdict(
+                Expectation::SafeAndAvailable,
+                &modes(mode(10, 0, 0, 0), m),
+                &[],
+                true,
+            );
+            assert_eq!(v.outcome, Outcome::Pass, "{:?}", v.reasons);
+        }
     }
 
     #[test]

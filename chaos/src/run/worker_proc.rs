@@ -166,7 +166,7 @@ async fn serve_unboxed(args: WorkerArgs) -> u8 {
         });
         2
     };
-    let lock = match LockUnderTest::build(args.lock, &args.nodes, args.ttl, &args.resource) {
+    let lock = match LockUnderTest::build(args.lock, &args.nodes, args.ttl, &args.resource, true) {
         Ok(l) => l,
         Err(e) => return fail(format!("lock settings: {e}")),
     };

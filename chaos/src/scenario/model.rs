@@ -106,6 +106,9 @@ pub enum Clients {
     PerWorker,
     /// One lock client per mode, shared by its workers: their requests overlap on one
     /// pipelined connection per node, where a reply handed to the wrong request shows.
+    /// `none` and `checked` wake their waiters with release notices, `write_only` and
+    /// `claim_first` without (their waiters poll), so both ways a client hands the lock
+    /// from one of its tasks to the next meet the faults.
     Shared,
 }
 

@@ -230,6 +230,7 @@ fn mode(
         leaks: Default::default(),
         recovery: Default::default(),
         loss_heard: Default::default(),
+        hand_offs: Default::default(),
     };
     (m, t)
 }
