@@ -1,7 +1,12 @@
 //! Heap allocations per lock operation (an acquire and its release), ours against rslock,
 //! on the same nodes: what the client's allocator costs, counted instead of timed, so a
 //! busy machine gives the same answer as a quiet one (issue 28 item 2: the allocator was
-//! about an eighth of the client's CPU in the throughput case's profile).
+//! about an eighth of the client's CPU in the throughput case's profile). Beside them, the
+//! process's read and write system calls (`/proc/self/io`: `syscr`, `syscw`, which count
+//! socket reads and writes too) and its context switches (`getrusage`: voluntary ones are
+//! a thread parking for lack of work, involuntary ones a thread preempted) per operation:
+//! where the kernel's share of the client's CPU goes. Those depend on timing (a busy
+//! connection batches more requests per write), so take them on a quiet machine.
 //!
 //! ```text
 //! cargo run --profile ci -p redlock-chaos --features peers --example allocs -- \
@@ -31,6 +36,12 @@ const TTL: Duration = Duration::from_secs(10);
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // `ALLOCS_ONLY=ours` (a client's name) and `ALLOCS_TASKS=64` run one row alone, so a
+    // counter outside the process (`perf stat -e 'syscalls:sys_enter_*'`) sees one client.
+    let only = std::env::var("ALLOCS_ONLY").ok();
+    let only_tasks: Option<usize> = std::env::var("ALLOCS_TASKS")
+        .ok()
+        .and_then(|t| t.parse().ok());
     let mut urls: Vec<String> = std::env::args().skip(1).collect();
     if urls.is_empty() {
         urls = (7001..=7005)
@@ -43,26 +54,80 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Arc::new(Rslock::new(&urls)?),
     ];
     println!(
-        "| client | tasks | ops | allocations / op | reallocations / op | bytes allocated / op |"
+        "| client | tasks | ops | allocations / op | reallocations / op | bytes allocated / op | read calls / op | write calls / op | voluntary switches / op | involuntary / op |"
     );
-    println!("|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     for tasks in [1, 64] {
+        if only_tasks.is_some_and(|t| t != tasks) {
+            continue;
+        }
         for client in &clients {
+            if only.as_deref().is_some_and(|o| o != client.name()) {
+                continue;
+            }
             run(client, tasks, OPS_PER_TASK / 2, "warm").await?;
+            let kernel = Kernel::now();
             let region = Region::new(GLOBAL);
             let ops = run(client, tasks, OPS_PER_TASK, "measured").await?;
             let stats = region.change();
+            let kernel = Kernel::now().since(kernel);
             let per_op = |n: usize| n as f64 / ops as f64;
+            let per_op_k = |n: u64| n as f64 / ops as f64;
             println!(
-                "| {} | {tasks} | {ops} | {:.1} | {:.1} | {:.0} |",
+                "| {} | {tasks} | {ops} | {:.1} | {:.1} | {:.0} | {:.2} | {:.2} | {:.2} | {:.2} |",
                 client.name(),
                 per_op(stats.allocations),
                 per_op(stats.reallocations),
                 per_op(stats.bytes_allocated),
+                per_op_k(kernel.reads),
+                per_op_k(kernel.writes),
+                per_op_k(kernel.voluntary),
+                per_op_k(kernel.involuntary),
             );
         }
     }
     Ok(())
+}
+
+/// The process's system-call and context-switch counters (zeros where unreadable).
+#[derive(Clone, Copy, Default)]
+struct Kernel {
+    reads: u64,
+    writes: u64,
+    voluntary: u64,
+    involuntary: u64,
+}
+
+impl Kernel {
+    fn now() -> Kernel {
+        let io = std::fs::read_to_string("/proc/self/io").unwrap_or_default();
+        let field = |name: &str| {
+            io.lines()
+                .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
+                .unwrap_or(0)
+        };
+        let usage = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF).ok();
+        let switches = |f: fn(&nix::sys::resource::Usage) -> i64| {
+            usage
+                .as_ref()
+                .map_or(0, |u| u64::try_from(f(u)).unwrap_or(0))
+        };
+        Kernel {
+            reads: field("syscr:"),
+            writes: field("syscw:"),
+            voluntary: switches(|u| u.voluntary_context_switches()),
+            involuntary: switches(|u| u.involuntary_context_switches()),
+        }
+    }
+
+    fn since(self, before: Kernel) -> Kernel {
+        Kernel {
+            reads: self.reads.saturating_sub(before.reads),
+            writes: self.writes.saturating_sub(before.writes),
+            voluntary: self.voluntary.saturating_sub(before.voluntary),
+            involuntary: self.involuntary.saturating_sub(before.involuntary),
+        }
+    }
 }
 
 /// `tasks` tasks, each `ops` cycles on its own resource; the number of cycles completed
