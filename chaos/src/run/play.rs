@@ -548,6 +548,8 @@ async fn start_workers(
         // Shared: one client per mode (and one for the amnesia-split victim, who reaches
         // other nodes); per worker: built in the loop. Processes always have their own.
         let shared = !processes && scenario.clients == Clients::Shared;
+        // A shared client's waiters wake on release notices in `none` and `checked` and
+        // poll in the fenced modes, so both hand-off paths meet the faults (`Clients::Shared`).
         let notify = !shared || matches!(mode, Mode::None | Mode::Checked);
         let build = |urls: &[String]| {
             LockUnderTest::build(kind, urls, ttl, &resource, notify)
