@@ -477,18 +477,20 @@ async fn write_requests(guard: BreakOnExit) {
 const READ_CHUNK: usize = 16 * 1024;
 
 /// Reads replies and hands each to the request at the front of the line.
-async fn read_replies(read: OwnedReadHalf, guard: BreakOnExit) {
+async fn read_replies(mut read: OwnedReadHalf, guard: BreakOnExit) {
+    use tokio::io::AsyncReadExt;
     let shared = &guard.0;
     let mut buf: Vec<u8> = Vec::with_capacity(READ_CHUNK);
     let mut chunk = vec![0u8; READ_CHUNK];
     loop {
-        if let Err(e) = read.readable().await {
-            return shared.break_with(Break::Io(format!("read: {e}")));
-        }
-        match read.try_read(&mut chunk) {
+        // `AsyncRead`, not `readable()` + `try_read`: a read that fills less than the
+        // chunk has emptied the socket, and tokio then waits for the next readiness event
+        // instead of trying a read that can only find nothing (one `recvfrom` per reply
+        // saved: 18 against 10 per lock op with one task, docs/performance.md).
+        match read.read(&mut chunk).await {
             Ok(0) => return shared.break_with(Break::Io("closed by the server".into())),
             Ok(n) => buf.extend_from_slice(chunk.get(..n).unwrap_or_default()),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return shared.break_with(Break::Io(format!("read: {e}"))),
         }
         let mut start = 0;
