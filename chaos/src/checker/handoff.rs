@@ -16,8 +16,8 @@
 //! and one round. It is **early** when the waiter was granted before the released lease's
 //! validity end. A client that keeps the record grants almost none early: its polling
 //! waiters cannot ask the nodes before that end (a waiter that heard a release notice
-//! asks anyway, which is why the shared-client scenarios run half their modes polling). A correct one grants nearly all of them
-//! early: in `connection-minority` all of them (749-751 per mode woken by release notices,
+//! asks anyway, which is why the shared-client scenarios run half their modes polling).
+//! A correct one grants nearly all of them early: in `connection-minority` all of them (749-751 per mode woken by release notices,
 //! slowest 16 ms; 146-150 per polling mode, slowest 75 ms), in `connection-majority` 104 of
 //! 108 to 538 of 542 (where a quorum's connections were broken, up to 717 ms) — 8 s, seed
 //! 24, 2026-12-06, docs/mutants.md run P. The verdict asks for [`MIN_EARLY_SHARE`] of them
