@@ -23,6 +23,16 @@
 //! 24, 2026-12-06, docs/mutants.md run P. The verdict asks for [`MIN_EARLY_SHARE`] of them
 //! early once [`MIN_ELIGIBLE`] were eligible — so how many sections a busy machine managed
 //! decides only whether it is judged, never how.
+//!
+//! The other way a client's record can hold its waiters back: a lease its holder keeps past
+//! the validity (a task stuck before its write, `task-pause`) must stop counting at its
+//! validity end — the nodes' keys expire right after, and a waiting sibling must get in
+//! then, not when the stuck task finally lets go. A **take-over** is the grant of the first
+//! sibling after a lease's validity end, the sibling waiting since before that end, where
+//! the holder began its release at least [`TAKEOVER_SLACK_US`] after it; it is **prompt**
+//! when the sibling was granted before the holder's release began. A client whose record
+//! outlives the validity makes none prompt; the correct one nearly all (see
+//! [`TAKEOVER_SLACK_US`]).
 
 use std::collections::HashMap;
 
@@ -42,6 +52,15 @@ pub const MIN_ELIGIBLE: u64 = 10;
 /// made 96-100 % (above) and one that keeps released records 1 in 31 to 41 (run P: not
 /// none — "at least one" would have let it pass).
 pub const MIN_EARLY_SHARE: f64 = 0.5;
+
+/// How long after its validity end a holder must still have held (its release not begun)
+/// for a take-over to count: the keys outlive the validity by the drift allowance (a few
+/// ms), then a refused waiter's retry pause (at most 75 ms by default) and a round, with
+/// room for a busy machine.
+pub const TAKEOVER_SLACK_US: u64 = 150_000;
+
+/// Eligible take-overs below which a mode is not judged.
+pub const MIN_TAKEOVERS: u64 = 5;
 
 /// How a mode's releases handed the lock to waiting siblings.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -78,6 +97,85 @@ impl HandOffs {
                 .map_or_else(String::new, |w| format!("; slowest {} ms", w / 1000)),
         )
     }
+}
+
+/// How a mode's waiting siblings got in after a holder kept its lease past the validity.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct TakeOvers {
+    /// Leases held at least [`TAKEOVER_SLACK_US`] past their validity end with a sibling
+    /// waiting at that end.
+    pub eligible: u64,
+    /// Of those, the sibling granted before the holder began its release.
+    pub prompt: u64,
+    /// The latest of the eligible ones: µs from the validity end to the sibling's grant.
+    pub worst_us: Option<u64>,
+}
+
+impl TakeOvers {
+    /// Whether there were enough take-overs to judge ([`MIN_TAKEOVERS`]).
+    pub fn judged(&self) -> bool {
+        self.eligible >= MIN_TAKEOVERS
+    }
+
+    /// Whether at least [`MIN_EARLY_SHARE`] of the eligible take-overs were prompt (true
+    /// when none was eligible).
+    pub fn in_time(&self) -> bool {
+        self.prompt as f64 >= MIN_EARLY_SHARE * self.eligible as f64
+    }
+
+    /// One line for the report.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} of {} leases kept past their validity end (by {} ms or more) taken over by a waiting sibling before the holder let go{}",
+            self.prompt,
+            self.eligible,
+            TAKEOVER_SLACK_US / 1000,
+            self.worst_us.map_or_else(String::new, |w| format!(
+                "; slowest {} ms after the validity end",
+                w / 1000
+            )),
+        )
+    }
+}
+
+/// The take-overs of one mode's operations `ops` (the other modes' are ignored).
+pub fn take_overs(ops: &[Op], mode: &str) -> TakeOvers {
+    let mine = || ops.iter().filter(|o| o.mode == mode);
+    let mut grants: Vec<&Op> = mine()
+        .filter(|o| o.f == OpKind::Acquire && o.outcome == OpOutcome::Ok)
+        .collect();
+    grants.sort_by_key(|g| g.complete_us);
+    let released: HashMap<u64, u64> = mine()
+        .filter(|o| o.f == OpKind::Release)
+        .filter_map(|o| Some((o.section?, o.invoke_us)))
+        .collect();
+    let mut out = TakeOvers::default();
+    for held in &grants {
+        let (Some(end), Some(section)) = (held.valid_until_us, held.section) else {
+            continue;
+        };
+        let Some(&let_go) = released.get(&section) else {
+            continue;
+        };
+        if let_go < end.saturating_add(TAKEOVER_SLACK_US) {
+            continue;
+        }
+        // The first sibling granted after the validity end, if it was waiting at that end.
+        let i = grants.partition_point(|g| g.complete_us <= end);
+        let Some(next) = grants[i..].iter().find(|g| g.worker != held.worker) else {
+            continue;
+        };
+        if next.invoke_us >= end {
+            continue;
+        }
+        out.eligible += 1;
+        if next.complete_us < let_go {
+            out.prompt += 1;
+        }
+        let took = next.complete_us.saturating_sub(end);
+        out.worst_us = Some(out.worst_us.map_or(took, |w| w.max(took)));
+    }
+    out
 }
 
 /// The hand-offs of one mode's operations `ops` (the other modes' are ignored if present).
@@ -171,6 +269,52 @@ mod tests {
         };
         assert!(half.prompt());
         assert!(!HandOffs { early: 5, ..half }.prompt());
+    }
+
+    /// Worker 0 is granted at `t` (valid 190 ms) and begins its release at `t + held`;
+    /// worker 1, waiting since `t`, is granted at `t + granted`.
+    fn overstay(t: u64, held: u64, granted: u64, section: u64) -> [Op; 3] {
+        [
+            acquire(0, section, t - 5 * MS, t),
+            release(0, section, t + held),
+            acquire(1, section + 1, t, t + granted),
+        ]
+    }
+
+    #[test]
+    fn a_sibling_must_get_in_after_the_validity_end_not_after_the_stuck_holder() {
+        // Held to 500 ms; the sibling is granted 40 ms after the validity end (190 ms).
+        let prompt: Vec<Op> = (0..6)
+            .flat_map(|i| overstay(1_000 * MS * (i + 1), 500 * MS, 230 * MS, 10 * i))
+            .collect();
+        let o = take_overs(&prompt, "checked");
+        assert_eq!((o.eligible, o.prompt), (6, 6));
+        assert!(o.judged() && o.in_time());
+        assert_eq!(o.worst_us, Some(40 * MS));
+        // Held back until the holder lets go.
+        let held: Vec<Op> = (0..6)
+            .flat_map(|i| overstay(1_000 * MS * (i + 1), 500 * MS, 502 * MS, 10 * i))
+            .collect();
+        let o = take_overs(&held, "checked");
+        assert_eq!((o.eligible, o.prompt), (6, 0));
+        assert!(!o.in_time());
+        // Released less than the slack after the validity end: not eligible.
+        let short = overstay(1_000 * MS, 300 * MS, 302 * MS, 1);
+        assert_eq!(take_overs(&short, "checked").eligible, 0);
+        // A sibling that began asking only after the validity end: not eligible.
+        let t = 1_000 * MS;
+        let late = [
+            acquire(0, 1, t - 5 * MS, t),
+            release(0, 1, t + 500 * MS),
+            acquire(1, 2, t + 300 * MS, t + 502 * MS),
+        ];
+        assert_eq!(take_overs(&late, "checked").eligible, 0);
+        // Too few to judge; another mode's are not counted.
+        assert!(!take_overs(&overstay(t, 500 * MS, 230 * MS, 1), "checked").judged());
+        assert_eq!(
+            take_overs(&overstay(t, 500 * MS, 230 * MS, 1), "none"),
+            TakeOvers::default()
+        );
     }
 
     #[test]

@@ -268,6 +268,7 @@ fn summary_table(out: &mut String, s: &ScenarioReport, modes: &[&str]) {
             loss_heard: _,
             // In the verdict's reasons, where judged.
             hand_offs: _,
+            take_overs: _,
         } = m;
         let resume = recovery
             .worst_resume_ms

@@ -18,7 +18,7 @@ use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
 
 use crate::checker::availability::Recovery;
-use crate::checker::handoff::HandOffs;
+use crate::checker::handoff::{HandOffs, TakeOvers};
 use crate::checker::leak::LeakSummary;
 use crate::checker::renewal::LossHeard;
 use crate::checker::truth::TruthSummary;
@@ -296,6 +296,10 @@ pub struct ModeReport {
     /// siblings already waiting ([`crate::checker::handoff`]); empty elsewhere.
     #[serde(default)]
     pub hand_offs: HandOffs,
+    /// Where a mode's workers share one client: whether a sibling got in once a lease kept
+    /// past its validity stopped counting ([`crate::checker::handoff`]); empty elsewhere.
+    #[serde(default)]
+    pub take_overs: TakeOvers,
 }
 
 /// How often a renewed section reads its renewer's `status()` for

@@ -54,7 +54,7 @@ pub(crate) fn fault_color(kind: &str) -> &'static str {
         "partition" => "#8c564b",
         "slow" | "latency" => "#17becf",
         "clock-jump" | "clock-skew" | "clock" => "#bcbd22",
-        "client-stall" | "stall" | "client-pause" => "#e377c2",
+        "client-stall" | "stall" | "client-pause" | "task-pause" => "#e377c2",
         _ => "#a0a0a0",
     }
 }

@@ -33,7 +33,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::clock::ScenarioClock;
 use super::lease_watch::{LeaseWatch, RenewalSeen};
-use super::pause::PausePlan;
+use super::pause::{PauseBy, PausePlan};
 use super::truth::TruthReader;
 use crate::checker::history::{Op, OpKind, OpOutcome};
 use crate::checker::truth::GrantTruth;
@@ -141,8 +141,8 @@ pub enum WorkerEvent {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         renewal: Option<RenewalSeen>,
     },
-    /// The worker, holding a lease, is about to stop itself (`SIGSTOP`); the runner resumes
-    /// it `resume_after_us` later.
+    /// The worker, holding a lease, is about to stop itself (`SIGSTOP`; the runner resumes
+    /// it `resume_after_us` later) or, a task of a shared client, to sleep that long.
     Pausing {
         /// Worker index.
         worker: usize,
@@ -151,8 +151,8 @@ pub enum WorkerEvent {
         /// The drawn pause length.
         resume_after_us: u64,
     },
-    /// The runner resumed (`SIGCONT`) a worker that had paused itself; written by the
-    /// runner, never by a worker.
+    /// A paused worker goes on: written by the runner when it resumed (`SIGCONT`) a worker
+    /// process, by the worker when its task's sleep ended.
     Resumed {
         /// Worker index.
         worker: usize,
@@ -308,7 +308,10 @@ pub async fn run_worker(
                     work,
                     client,
                     clock,
-                    pause: pauses.as_mut().and_then(|p| p.next_section(&mut rng)),
+                    pause: pauses
+                        .as_mut()
+                        .and_then(|p| p.next_section(&mut rng))
+                        .zip(spec.pause.map(|p| p.by)),
                     pause_self,
                     truth: truth.as_mut(),
                     renewal,
@@ -350,8 +353,8 @@ struct Held<'a> {
     work: Duration,
     client: &'a Client,
     clock: ScenarioClock,
-    /// Drawn before the section: pause this long right before the write.
-    pause: Option<Duration>,
+    /// Drawn before the section: pause this long right before the write, this way.
+    pause: Option<(Duration, PauseBy)>,
     pause_self: &'a (dyn Fn() + Sync),
     /// Reads the grant's keys on the servers beside the section, before the release.
     truth: Option<&'a mut TruthReader>,
@@ -600,13 +603,22 @@ impl Held<'_> {
             return Ok((GrantOutcome::Abandoned, believed));
         }
         // Right after the check: the one moment a pause turns into a stale write.
-        if let Some(length) = self.pause {
+        if let Some((length, by)) = self.pause {
             emit(WorkerEvent::Pausing {
                 worker: self.spec.worker,
                 at_us: self.clock.us(Instant::now()),
                 resume_after_us: us(length),
             });
-            (self.pause_self)();
+            match by {
+                PauseBy::Signal => (self.pause_self)(),
+                PauseBy::Sleep => {
+                    tokio::time::sleep(length).await;
+                    emit(WorkerEvent::Resumed {
+                        worker: self.spec.worker,
+                        at_us: self.clock.us(Instant::now()),
+                    });
+                }
+            }
         }
         let next = read.value.saturating_add(1);
         let invoke = Instant::now();

@@ -9,6 +9,11 @@
 //! runner, reading that line, sends `SIGCONT` once the length has passed (see
 //! [`super::worker_proc`]), and on every exit path before that.
 //!
+//! Where a mode's workers share one client (`Clients::Shared`, in-process tasks) a pause
+//! is the task's own sleep instead ([`PauseBy::Sleep`]): one task of a process stuck (a
+//! slow call, a blocked await) while its siblings, on the same client, go on waiting for
+//! the lock it holds — they must not wait past its validity.
+//!
 //! [`WorkerEvent::Pausing`]: super::chaos_workload::WorkerEvent::Pausing
 
 use std::time::Duration;
@@ -33,15 +38,28 @@ pub struct PausePlan {
     pub min: Duration,
     /// Longest pause.
     pub max: Duration,
+    /// How the worker pauses.
+    pub by: PauseBy,
+}
+
+/// How a worker pauses: the whole process, or only its own task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PauseBy {
+    /// The worker process stops itself (`SIGSTOP`) and the runner resumes it.
+    Signal,
+    /// The worker's task sleeps; the rest of its process (its siblings on the same client,
+    /// the client's connections) runs on.
+    Sleep,
 }
 
 impl PausePlan {
-    /// Pauses with probability `rate` lasting [`PAUSE_TTLS`] × `ttl`.
-    pub fn for_ttl(rate: f64, ttl: Duration) -> Self {
+    /// Pauses with probability `rate` lasting [`PAUSE_TTLS`] × `ttl`, taken `by`.
+    pub fn for_ttl(rate: f64, ttl: Duration, by: PauseBy) -> Self {
         PausePlan {
             rate: rate.clamp(0.0, 1.0),
             min: ttl.mul_f64(PAUSE_TTLS.0),
             max: ttl.mul_f64(PAUSE_TTLS.1),
+            by,
         }
     }
 
@@ -117,7 +135,7 @@ mod tests {
     #[test]
     fn pauses_outlast_the_lease_follow_the_rate_and_never_miss() {
         let ttl = Duration::from_millis(200);
-        let plan = PausePlan::for_ttl(0.1, ttl);
+        let plan = PausePlan::for_ttl(0.1, ttl, PauseBy::Signal);
         for seed in 0..50 {
             let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
             let mut p = plan.start(&mut rng);
@@ -133,7 +151,7 @@ mod tests {
             }));
         }
         let mut rng = rand::rngs::StdRng::seed_from_u64(1);
-        let mut never = PausePlan::for_ttl(0.0, ttl).start(&mut rng);
+        let mut never = PausePlan::for_ttl(0.0, ttl, PauseBy::Signal).start(&mut rng);
         assert!((0..1000).all(|_| never.next_section(&mut rng).is_none()));
     }
 

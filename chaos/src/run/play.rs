@@ -26,7 +26,7 @@ use super::chaos_workload::{DEFAULT_ACQUIRE_WAIT, WorkerEvent, WorkerSpec, run_w
 use super::clock::{ScenarioClock, monotonic_ns};
 use super::faults::{clock_rates, fault_windows, forgets};
 use super::leaks;
-use super::pause::PausePlan;
+use super::pause::{PauseBy, PausePlan};
 use super::quorum_probe;
 use super::record::{FinalRead, ModeRecord};
 use super::split;
@@ -87,8 +87,8 @@ pub(crate) async fn play(
     let w = cfg.workers;
     let duration = cfg.duration;
     let schedule = scenario.schedule(duration, env.cluster.nodes(), w, seed);
-    let processes =
-        schedule.faults.iter().any(|f| f.fault.targets_workers()) || scenario.pause_rate > 0.0;
+    let processes = schedule.faults.iter().any(|f| f.fault.targets_workers())
+        || (scenario.pause_rate > 0.0 && !scenario.pauses_tasks());
     let mut harness: Vec<String> = Vec::new();
     let mut progress = Progress {
         scenario: scenario.name.clone(),
@@ -434,14 +434,22 @@ pub(crate) async fn play(
             &rig_stalls,
             Bound::for_ttl_us(ttl_us),
         );
-        // Client pauses are faults too: on the scenario's fault list, beside the scheduled ones.
+        // Client pauses are faults too: on the scenario's fault list, beside the scheduled
+        // ones. A task's sleep stops no clean-up (not a leak exemption, unlike a process's).
+        let (kind, how) = if processes {
+            (
+                "client-pause",
+                "stopped itself holding a lease, resumed by the runner",
+            )
+        } else {
+            (
+                "task-pause",
+                "slept holding a lease while its siblings went on",
+            )
+        };
         faults.extend(t.pauses.iter().map(|p| FaultWindow {
-            kind: "client-pause".into(),
-            detail: format!(
-                "{} w{}: stopped itself holding a lease, resumed by the runner",
-                mode.name(),
-                p.worker
-            ),
+            kind: kind.into(),
+            detail: format!("{} w{}: {how}", mode.name(), p.worker),
             targets: vec![format!("w{}", p.worker)],
             start_ms: p.from_ms.0 / 1000,
             end_ms: p.to_ms.map(|e| e.0 / 1000),
@@ -461,6 +469,7 @@ pub(crate) async fn play(
     if !processes && scenario.clients == Clients::Shared {
         for (name, m) in modes.iter_mut() {
             m.hand_offs = handoff::hand_offs(&history, name);
+            m.take_overs = handoff::take_overs(&history, name);
         }
     }
     let exempt = leaks::exemptions(&faults);
@@ -588,9 +597,15 @@ async fn start_workers(
                 acquire_wait: DEFAULT_ACQUIRE_WAIT,
                 seed: suite::mix(seed, (m * 1000 + i) as u64),
                 until: cfg.duration,
-                // Only processes can stop themselves; `processes` is set when this is > 0.
-                pause: (processes && scenario.pause_rate > 0.0)
-                    .then(|| PausePlan::for_ttl(scenario.pause_rate, ttl)),
+                // Processes stop themselves; the tasks of a shared client sleep.
+                pause: (scenario.pause_rate > 0.0).then(|| {
+                    let by = if processes {
+                        PauseBy::Signal
+                    } else {
+                        PauseBy::Sleep
+                    };
+                    PausePlan::for_ttl(scenario.pause_rate, ttl, by)
+                }),
                 truth_urls: env.admin_urls.clone(),
             };
             match lock {

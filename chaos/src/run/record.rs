@@ -368,6 +368,7 @@ impl ModeRecord {
             loss_heard: Default::default(),
             // Only where the workers share a client: filled in by the runner.
             hand_offs: Default::default(),
+            take_overs: Default::default(),
         };
         Finished {
             report,

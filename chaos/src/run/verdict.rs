@@ -313,6 +313,25 @@ fn hands_off(check: &mut dyn FnMut(&str, bool, String), name: &str, m: &ModeRepo
     );
 }
 
+/// Where the workers share a client and enough leases were kept past their validity: at
+/// least half of the siblings waiting at a validity end got in before the holder let go.
+/// A client whose record of the lease outlives its validity holds them all back
+/// ([`crate::checker::handoff`]).
+fn takes_over(check: &mut dyn FnMut(&str, bool, String), name: &str, m: &ModeReport) {
+    let t = &m.take_overs;
+    if !t.judged() {
+        return;
+    }
+    check(
+        name,
+        t.in_time(),
+        format!(
+            "{name}: {} (want at least half: a lease kept past its validity must not hold its own client's waiters back)",
+            t.describe()
+        ),
+    );
+}
+
 /// What the lock must keep wherever it promises exclusion, even when clients outlive their
 /// leases: holding windows end at `valid_until`, so no two overlap and tokens grow; every
 /// loss, in every mode, is a stale write's doing.
@@ -430,6 +449,7 @@ pub fn verdict_for(
     for (name, m) in modes {
         loss_told(&mut check, name, m);
         hands_off(&mut check, name, m);
+        takes_over(&mut check, name, m);
     }
     let claim_first_loses_nothing =
         |check: &mut dyn FnMut(&str, bool, String)| match modes.get(CLAIM_FIRST) {
@@ -698,6 +718,7 @@ mod tests {
             recovery: Default::default(),
             loss_heard: Default::default(),
             hand_offs: Default::default(),
+            take_overs: Default::default(),
             server_truth: TruthSummary {
                 read: sections,
                 margin_min_us: Some(3_000),
@@ -763,6 +784,55 @@ mod tests {
         ] {
             let m = ModeReport {
                 hand_offs,
+                ..mode(10, 0, 0, 0)
+            };
+            let v = verdict(
+                Expectation::SafeAndAvailable,
+                &modes(mode(10, 0, 0, 0), m),
+                &[],
+                true,
+            );
+            assert_eq!(v.outcome, Outcome::Pass, "{:?}", v.reasons);
+        }
+    }
+
+    #[test]
+    fn a_client_whose_waiters_wait_out_a_stuck_sibling_fails_in_every_expectation() {
+        use crate::checker::handoff::TakeOvers;
+        let held_back = ModeReport {
+            take_overs: TakeOvers {
+                eligible: 12,
+                prompt: 0,
+                worst_us: Some(410_000),
+            },
+            ..mode(10, 0, 0, 0)
+        };
+        for e in Expectation::ALL {
+            let v = verdict(e, &modes(mode(10, 0, 0, 0), held_back.clone()), &[], true);
+            assert_eq!(v.outcome, Outcome::Fail, "{e}: {:?}", v.reasons);
+            assert!(
+                v.reasons.iter().any(|r| r
+                    .starts_with("FAILED: claim_first: 0 of 12 leases kept past their validity")
+                    && r.contains("slowest 410 ms")),
+                "{e}: {:?}",
+                v.reasons
+            );
+        }
+        // Half in time is enough; too few to judge is not judged.
+        for take_overs in [
+            TakeOvers {
+                eligible: 12,
+                prompt: 6,
+                worst_us: Some(410_000),
+            },
+            TakeOvers {
+                eligible: 4,
+                prompt: 0,
+                worst_us: Some(410_000),
+            },
+        ] {
+            let m = ModeReport {
+                take_overs,
                 ..mode(10, 0, 0, 0)
             };
             let v = verdict(

@@ -29,7 +29,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::chaos_workload::{WorkerEvent, WorkerSpec, run_worker};
 use super::clock::ScenarioClock;
-use super::pause::{self, PausePlan};
+use super::pause::{self, PauseBy, PausePlan};
 use super::record::ModeRecord;
 use crate::commands::parse_duration;
 use crate::lockut::{LockKind, LockUnderTest};
@@ -118,6 +118,7 @@ impl WorkerArgs {
                 rate: self.pause_rate,
                 min: self.pause_min,
                 max: self.pause_max,
+                by: PauseBy::Signal,
             }),
         }
     }

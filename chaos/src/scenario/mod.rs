@@ -108,7 +108,8 @@ pub struct Scenario {
     #[serde(default)]
     pub work: Work,
     /// Probability that a worker pauses itself right before its write, while it holds the
-    /// lease (0: never); see [`crate::run::pause`].
+    /// lease (0: never); see [`crate::run::pause`]. Worker processes stop (`SIGSTOP`); with
+    /// [`Clients::Shared`] the worker's task sleeps while its siblings go on.
     #[serde(default, deserialize_with = "rate")]
     #[schemars(range(min = 0, max = 1))]
     pub pause_rate: f64,
@@ -145,6 +146,12 @@ fn rate<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
 }
 
 impl Scenario {
+    /// Whether its pauses are sleeps of one task of a shared client rather than stops of
+    /// a worker process (a process cannot share another's client).
+    pub fn pauses_tasks(&self) -> bool {
+        self.pause_rate > 0.0 && self.clients == Clients::Shared
+    }
+
     /// Whether every fault of the scenario is one the lock's guards claim to see — a node
     /// back empty (the restart quarantine), a clock jump (the clock-jump guard) — with no
     /// client paused: then a guarded lock (`ours-guarded`) must keep its holders apart

@@ -357,8 +357,7 @@ pub fn builtins() -> Vec<Scenario> {
                 window((0.05, 0.12), (0.03, 0.08), Duration::from_secs(30)),
             ),
         ),
-        // Last, so that every scenario before it keeps its place, and with it its seed in a
-        // seeded run (`suite::scenario_seed`). The servers, not the lock, lose the keys: a quorum of running nodes forgets the
+        // The servers, not the lock, lose the keys: a quorum of running nodes forgets the
         // lock keys at once (an eviction, an operator's delete), fence counters kept. Holders
         // may overlap until they hear of it (reported), tokens must grow, and a renewed
         // lease must hear it from its renewer at its next renewal, not when its validity
@@ -374,6 +373,20 @@ pub fn builtins() -> Vec<Scenario> {
                     Majority,
                     window((0.02, 0.05), (0.05, 0.1), Duration::from_secs(2)),
                 ),
+            )
+        },
+        // Last, so that every scenario before it keeps its place, and with it its seed in a
+        // seeded run (`suite::scenario_seed`). One task of a process stuck while holding:
+        // its siblings share its client, whose record of the lease must stop holding them
+        // back at the lease's validity end (`checker::handoff`, take-overs).
+        Scenario {
+            pause_rate: CLIENT_PAUSE_RATE,
+            clients: Clients::Shared,
+            ..scenario(
+                "task-pause",
+                "a mode's workers share one client; a worker's task sleeps right before its write, 1.5-3 × TTL, one in 5-15 sections, and a waiting sibling must get in at its validity end",
+                LockHolds,
+                None,
             )
         },
     ]

@@ -231,6 +231,7 @@ fn mode(
         recovery: Default::default(),
         loss_heard: Default::default(),
         hand_offs: Default::default(),
+        take_overs: Default::default(),
     };
     (m, t)
 }
