@@ -94,7 +94,8 @@ impl<'de> Deserialize<'de> for Work {
 }
 
 /// How a mode's in-process workers reach the nodes. In files: `"per-worker"` (the default)
-/// or `"shared"`. Worker processes (client stalls and pauses) always have their own.
+/// or `"shared"`. Worker processes (client stalls, and pauses with per-worker clients) always
+/// have their own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 #[non_exhaustive]
@@ -108,7 +109,8 @@ pub enum Clients {
     /// pipelined connection per node, where a reply handed to the wrong request shows.
     /// `none` and `checked` wake their waiters with release notices, `write_only` and
     /// `claim_first` without (their waiters poll), so both ways a client hands the lock
-    /// from one of its tasks to the next meet the faults.
+    /// from one of its tasks to the next meet the faults. With a `pause_rate`, a worker's
+    /// pause is its own task's sleep while its siblings go on (`task-pause`).
     Shared,
 }
 
