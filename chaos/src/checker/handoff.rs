@@ -1,5 +1,5 @@
-//! Hand-offs inside one client: whether a released lease still holds its client's own
-//! waiters back.
+//! Hand-offs and take-overs inside one client: whether a lease released, or kept past its
+//! validity, still holds its client's own waiters back.
 //!
 //! Our client keeps a record of the keys its own leases hold (`redlock/src/held.rs`), so
 //! that its waiters do not ask the nodes for a lock a sibling holds: a waiter that finds

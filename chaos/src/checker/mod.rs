@@ -4,7 +4,8 @@
 //! - [`availability`]: long minority faults during which a mode was granted nothing.
 //! - [`exclusion`]: pairs of grants whose hold windows overlap (mutual exclusion broken).
 //! - [`fence`]: grants whose fencing token did not grow (duplicates, regressions).
-//! - [`handoff`]: whether a released lease still held its own client's waiters back.
+//! - [`handoff`]: whether a released lease, or one kept past its validity, still held its own
+//!   client's waiters back.
 //! - [`report`]: per-run numbers ([`RunReport`]) and their summary over runs ([`Summary`]).
 //! - [`stale`]: how many lost increments stale writes can explain.
 //! - [`truth`]: server truth — each grant's reported validity against how long a quorum
