@@ -63,6 +63,11 @@ pub const TAKEOVER_SLACK_US: u64 = 150_000;
 /// Eligible take-overs below which a mode is not judged.
 pub const MIN_TAKEOVERS: u64 = 5;
 
+/// Whether `good` is at least [`MIN_EARLY_SHARE`] of `of`.
+fn enough(good: u64, of: u64) -> bool {
+    good as f64 >= MIN_EARLY_SHARE * of as f64
+}
+
 /// How a mode's releases handed the lock to waiting siblings.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct HandOffs {
@@ -84,7 +89,7 @@ impl HandOffs {
     /// Whether at least [`MIN_EARLY_SHARE`] of the eligible hand-offs were early (true
     /// when none was eligible).
     pub fn prompt(&self) -> bool {
-        self.early as f64 >= MIN_EARLY_SHARE * self.eligible as f64
+        enough(self.early, self.eligible)
     }
 
     /// One line for the report.
@@ -121,7 +126,7 @@ impl TakeOvers {
     /// Whether at least [`MIN_EARLY_SHARE`] of the eligible take-overs were prompt (true
     /// when none was eligible).
     pub fn in_time(&self) -> bool {
-        self.prompt as f64 >= MIN_EARLY_SHARE * self.eligible as f64
+        enough(self.prompt, self.eligible)
     }
 
     /// One line for the report.

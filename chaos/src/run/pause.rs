@@ -52,6 +52,32 @@ pub enum PauseBy {
     Sleep,
 }
 
+impl PauseBy {
+    /// Worker processes stop themselves; in-process workers (tasks) sleep.
+    pub fn for_workers(processes: bool) -> Self {
+        if processes {
+            PauseBy::Signal
+        } else {
+            PauseBy::Sleep
+        }
+    }
+
+    /// The pause's fault kind in reports, and what the worker did. A task's sleep stops no
+    /// clean-up, so it is no leak exemption, unlike a process's stop.
+    pub fn fault(self) -> (&'static str, &'static str) {
+        match self {
+            PauseBy::Signal => (
+                "client-pause",
+                "stopped itself holding a lease, resumed by the runner",
+            ),
+            PauseBy::Sleep => (
+                "task-pause",
+                "slept holding a lease while its siblings went on",
+            ),
+        }
+    }
+}
+
 impl PausePlan {
     /// Pauses with probability `rate` lasting [`PAUSE_TTLS`] × `ttl`, taken `by`.
     pub fn for_ttl(rate: f64, ttl: Duration, by: PauseBy) -> Self {

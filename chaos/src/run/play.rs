@@ -434,19 +434,8 @@ pub(crate) async fn play(
             &rig_stalls,
             Bound::for_ttl_us(ttl_us),
         );
-        // Client pauses are faults too: on the scenario's fault list, beside the scheduled
-        // ones. A task's sleep stops no clean-up (not a leak exemption, unlike a process's).
-        let (kind, how) = if processes {
-            (
-                "client-pause",
-                "stopped itself holding a lease, resumed by the runner",
-            )
-        } else {
-            (
-                "task-pause",
-                "slept holding a lease while its siblings went on",
-            )
-        };
+        // Client pauses are faults too: on the scenario's fault list, beside the scheduled ones.
+        let (kind, how) = PauseBy::for_workers(processes).fault();
         faults.extend(t.pauses.iter().map(|p| FaultWindow {
             kind: kind.into(),
             detail: format!("{} w{}: {how}", mode.name(), p.worker),
@@ -599,12 +588,7 @@ async fn start_workers(
                 until: cfg.duration,
                 // Processes stop themselves; the tasks of a shared client sleep.
                 pause: (scenario.pause_rate > 0.0).then(|| {
-                    let by = if processes {
-                        PauseBy::Signal
-                    } else {
-                        PauseBy::Sleep
-                    };
-                    PausePlan::for_ttl(scenario.pause_rate, ttl, by)
+                    PausePlan::for_ttl(scenario.pause_rate, ttl, PauseBy::for_workers(processes))
                 }),
                 truth_urls: env.admin_urls.clone(),
             };
