@@ -84,7 +84,7 @@ fn schedules_are_deterministic_per_seed_and_differ_across_seeds() {
         }
         assert!(a.last_heal() < d, "{}", s.name);
     }
-    assert_eq!(SCENARIOS.len(), 21);
+    assert_eq!(SCENARIOS.len(), 22);
     for name in ["client-pause", "amnesia-split", "task-pause"] {
         let s = find(name).expect(name);
         assert!(s.schedule(d, 5, 4, 42).faults.is_empty(), "{name}");

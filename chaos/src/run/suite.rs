@@ -201,6 +201,7 @@ mod tests {
             "clock-skew-majority",
             "renewal-forget",
             "task-pause",
+            "renewal-flaps",
         ] {
             assert!(default.iter().any(|d| d == n), "{n} left the default suite");
         }

@@ -375,8 +375,7 @@ pub fn builtins() -> Vec<Scenario> {
                 ),
             )
         },
-        // Last, so that every scenario before it keeps its place, and with it its seed in a
-        // seeded run (`suite::scenario_seed`). One task of a process stuck while holding:
+        // One task of a process stuck while holding:
         // its siblings share its client, whose record of the lease must stop holding them
         // back at the lease's validity end (`checker::handoff`, take-overs).
         Scenario {
@@ -387,6 +386,26 @@ pub fn builtins() -> Vec<Scenario> {
                 "a mode's workers share one client; a worker's task sleeps right before its write, 1.5-3 × TTL, one in 5-15 sections, and a waiting sibling must get in at its validity end",
                 LockHolds,
                 None,
+            )
+        },
+        // Last, so that every scenario before it keeps its place, and with it its seed in a
+        // seeded run (`suite::scenario_seed`). A quorum's replies muted in flaps shorter
+        // than the TTL, tens a run: an extend or renewal asked during a flap lands on the
+        // nodes, changes the keys' expiry and hears no answer, so it fails. The lease must
+        // then claim no more than the keys give (server truth after each `extend_for`,
+        // the renewer's reports). In `renewal-majority` a fault starts every few seconds,
+        // so a failed shortening extend is a rare event there.
+        Scenario {
+            work: Work::Renewed,
+            ..scenario(
+                "renewal-flaps",
+                "sections of 2-5 × TTL under auto_renew; a quorum's replies muted in flaps of 50-150 ms every 100-300 ms (at 20 s), so extends land and go unanswered; repeat",
+                LockHolds,
+                recipe(
+                    &[FaultSpec::MuteReplies {}],
+                    Majority,
+                    window((0.0025, 0.0075), (0.005, 0.015), Duration::from_millis(150)),
+                ),
             )
         },
     ]
