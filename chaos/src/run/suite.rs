@@ -3,11 +3,11 @@
 //! Two suites, both for [`DEFAULT_DURATION`] per scenario, in the order `chaos scenarios`
 //! lists them:
 //! - the DEFAULT SUITE (`chaos run` with no flags, `scripts/chaos`, `--scenario default`):
-//!   every named scenario but the [`NIGHTLY_ONLY`] ones, 17 × 20 s of faults plus set-up —
-//!   365 s on the docker backend of a 2-core machine, 681 s for `scripts/chaos` from a
+//!   every named scenario but the [`NIGHTLY_ONLY`] ones, 18 × 20 s of faults plus set-up —
+//!   386 s on the docker backend of a 2-core machine, 686 s for `scripts/chaos` from a
 //!   fresh clone with its release build (2026-12-06; docs/rig.md, "Time");
 //! - the NIGHTLY SUITE (`--scenario all`: the nightly workflow, the local end-to-end run of
-//!   `scripts/test`): every named scenario, 21 × 20 s — with 20, 429-432 s on the docker
+//!   `scripts/test`): every named scenario, 22 × 20 s — with 20, 429-432 s on the docker
 //!   backend of a 2-core machine (2026-12-05).
 //!
 //! The default suite must fit, with a release build from a fresh clone, in 12 minutes on
