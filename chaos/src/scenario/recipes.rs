@@ -375,9 +375,9 @@ pub fn builtins() -> Vec<Scenario> {
                 ),
             )
         },
-        // One task of a process stuck while holding:
-        // its siblings share its client, whose record of the lease must stop holding them
-        // back at the lease's validity end (`checker::handoff`, take-overs).
+        // One task of a process stuck while holding: its siblings share its client, whose
+        // record of the lease must stop holding them back at the lease's validity end
+        // (`checker::handoff`, take-overs).
         Scenario {
             pause_rate: CLIENT_PAUSE_RATE,
             clients: Clients::Shared,
