@@ -13,7 +13,8 @@
 //! receiving the delete (see [`exempt`]). Each (node, token) counts once.
 //!
 //! A stall the watcher saw on that node or on the whole machine (see
-//! [`crate::run::leaks`]) within the key's life excuses it as a `slow` fault would: the
+//! [`crate::run::leaks`]), or a thread of the lock's processes held off the CPU
+//! ([`crate::run::cpu_stall`]), within the key's life excuses it as a `slow` fault would: the
 //! delete may have been sent in time and be on its way. Such keys are counted apart
 //! ([`LeakSummary::excused`]), so a run on a machine too busy to judge clean-ups says so.
 
@@ -112,6 +113,10 @@ pub struct LeakSummary {
     /// Their total length, ms.
     #[serde(default)]
     pub stalled_ms: u64,
+    /// Of those stalls, the ones of a process of the lock held off the CPU (every node's;
+    /// see `run::cpu_stall`).
+    #[serde(default)]
+    pub cpu_stalls: u64,
 }
 
 impl LeakSummary {
@@ -140,6 +145,7 @@ pub fn leaks(
     let mut summary = LeakSummary {
         samples: samples.len() as u64,
         stalls: stalls.len() as u64,
+        cpu_stalls: stalls.iter().filter(|s| s.node.is_none()).count() as u64,
         stalled_ms: stalls
             .iter()
             .map(|s| s.to_us.min(until_us).saturating_sub(s.from_us) / 1000)

@@ -22,6 +22,11 @@
 //! fault's doing, not the machine's (a frozen node stalls the probe too), and is dropped
 //! ([`outside_faults`]): faults are judged by their own rules. A read of the direct
 //! address that fails is no stall either.
+//!
+//! A tick on time says nothing of the runner's other threads, and the lock's tasks may
+//! be queued on one the kernel keeps waiting: so the watch also asks the kernel when a
+//! thread of the runner or of a worker process was held off the CPU ([`cpu_stall`]), a
+//! stall of every node, whatever faults ran on some of them.
 
 use std::time::Duration;
 
@@ -30,6 +35,7 @@ use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 
 use super::clock::ScenarioClock;
+use super::cpu_stall::{self, Pids};
 use super::path_probe::{self, PathProbe};
 use crate::checker::leak::{self, Exempt, KeySample, exempt};
 use crate::report::FaultWindow;
@@ -59,23 +65,26 @@ pub struct Watched {
 }
 
 /// Samples of `keys` on the nodes at `urls` (admin addresses, in node order) until `until`
-/// on `clock` or `stop`, and the stalls seen on the way.
+/// on `clock` or `stop`, and the stalls seen on the way — the nodes' and those of the
+/// processes `pids` names (the lock's: see [`cpu_stall`]).
 pub async fn watch(
     urls: Vec<String>,
     path_urls: Vec<String>,
     keys: Vec<String>,
+    pids: Pids,
     clock: ScenarioClock,
     until: Duration,
     stop: CancellationToken,
 ) -> Watched {
-    let per_node = futures::future::join_all(urls.iter().enumerate().map(|(node, url)| {
+    let nodes = futures::future::join_all(urls.iter().enumerate().map(|(node, url)| {
         let path = path_urls.get(node).map(String::as_str);
         watch_node(node, url, path, &keys, clock, until, &stop)
-    }))
-    .await;
+    }));
+    let (per_node, cpu) =
+        futures::future::join(nodes, cpu_stall::watch(pids, clock, until, stop.clone())).await;
     let mut watched = Watched {
         samples: vec![Vec::new(); keys.len()],
-        stalls: Vec::new(),
+        stalls: cpu,
     };
     for (found, stalls) in per_node {
         for (k, s) in found {
@@ -264,18 +273,16 @@ pub const FAULT_SLACK: Duration = Duration::from_millis(100);
 /// The `stalls` that touch no fault window on their node: a stall during a fault is that
 /// fault's doing (a frozen node stalls the probe too), and faults are judged by their own
 /// rules ([`exempt`]) — a stall must not excuse what a freeze or a latency fault is judged
-/// on. A stall that began in a fault and outlasted it is dropped whole.
+/// on. A stall that began in a fault and outlasted it is dropped whole. A stall of every
+/// node (a process of the lock held off the CPU) is no fault's doing and is kept.
 pub fn outside_faults(stalls: &[Exempt], faults: &[FaultWindow]) -> Vec<Exempt> {
     let slack = u64::try_from(FAULT_SLACK.as_micros()).unwrap_or(u64::MAX);
     stalls
         .iter()
         .filter(|s| {
+            let Some(sn) = s.node else { return true };
             !faults.iter().any(|f| {
-                let on_node = f
-                    .targets
-                    .iter()
-                    .filter_map(|t| node_of(t))
-                    .any(|n| s.node.is_none_or(|sn| sn == n));
+                let on_node = f.targets.iter().filter_map(|t| node_of(t)).any(|n| sn == n);
                 let from = f.start_ms.saturating_mul(1000).saturating_sub(slack);
                 let to = f
                     .end_ms
@@ -343,10 +350,24 @@ mod tests {
             stall(3, 1_200, 1_300),
             // The frozen node, long after.
             stall(2, 5_000, 5_100),
+            // A process of the lock held off the CPU during the freeze: every node's.
+            Exempt {
+                node: None,
+                from_us: 1_400_000,
+                to_us: 1_500_000,
+            },
         ];
         assert_eq!(
             outside_faults(&stalls, &[freeze]),
-            vec![stall(3, 1_200, 1_300), stall(2, 5_000, 5_100)]
+            vec![
+                stall(3, 1_200, 1_300),
+                stall(2, 5_000, 5_100),
+                Exempt {
+                    node: None,
+                    from_us: 1_400_000,
+                    to_us: 1_500_000,
+                },
+            ]
         );
     }
 

@@ -24,6 +24,8 @@
 //!   failed attempts left behind.
 //! - [`path_probe`]: how late the lock's own path to a node delivers (stalls that excuse
 //!   a late clean-up).
+//! - [`cpu_stall`]: when a thread of the processes the lock runs in waited for a CPU
+//!   (stalls that excuse a late clean-up).
 //! - [`record`]: events → [`ModeReport`] and timeline.
 //! - [`verdict`]: expectation × mode reports → [`Verdict`].
 //! - [`table`]: the text table `chaos run` prints.
@@ -34,6 +36,7 @@
 
 pub mod chaos_workload;
 pub mod clock;
+pub mod cpu_stall;
 pub mod faults;
 pub mod leaks;
 pub mod lease_watch;

@@ -201,21 +201,29 @@ pub(crate) async fn play(
         .into_iter()
         .filter(|m| runs_on(*m, env.cfg.lock))
         .collect();
+    let control = Arc::new(ProcessControl::new(records.clone()));
     let watcher = (!env.admin_urls.is_empty()).then(|| {
         let keys = watched
             .iter()
             .map(|m| mode_lock(env.cfg.lock, scenario, *m).key(&resource(env, scenario, *m)))
             .collect();
+        // The lock runs here and in the worker processes.
+        let workers = control.clone();
+        let pids = Arc::new(move || {
+            let mut pids = vec![i32::try_from(std::process::id()).unwrap_or(i32::MAX)];
+            pids.extend(workers.live_pids());
+            pids
+        });
         tokio::spawn(leaks::watch(
             env.admin_urls.clone(),
             env.worker_urls.clone(),
             keys,
+            pids,
             clock,
             duration,
             worker_stop.clone(),
         ))
     });
-    let control = Arc::new(ProcessControl::new(records.clone()));
     let mut tasks: JoinSet<()> = JoinSet::new();
     if let Err(e) = start_workers(
         env,

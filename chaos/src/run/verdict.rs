@@ -256,8 +256,8 @@ fn no_leaks(check: &mut dyn FnMut(&str, bool, String), name: &str, m: &ModeRepor
         String::new()
     } else {
         format!(
-            "; {} more not judged: the watcher saw their node or the machine stall while they stood ({} stalls, {} ms in all)",
-            l.excused, l.stalls, l.stalled_ms
+            "; {} more not judged: the watcher saw their node, the machine or the lock's process stall while they stood ({} stalls, {} of the lock's process held off the CPU, {} ms in all)",
+            l.excused, l.stalls, l.cpu_stalls, l.stalled_ms
         )
     };
     check(

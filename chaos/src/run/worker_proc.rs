@@ -237,6 +237,16 @@ impl ProcessControl {
         }
     }
 
+    /// The pids of the worker processes still running.
+    pub fn live_pids(&self) -> Vec<i32> {
+        let handles = self.handles.lock().unwrap_or_else(|e| e.into_inner());
+        handles
+            .iter()
+            .filter(|h| h.alive.load(Ordering::SeqCst))
+            .map(|h| h.pid)
+            .collect()
+    }
+
     fn signal(&self, worker: WorkerId, sig: Signal) -> Vec<usize> {
         let handles = self.handles.lock().unwrap_or_else(|e| e.into_inner());
         let mut hit = Vec::new();
