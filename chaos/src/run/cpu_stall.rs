@@ -19,9 +19,10 @@
 //! `D` before the earlier read to the later one. A thread sharing a core with one or two
 //! others waits less than that (half or two thirds of 25 ms) and is no stall.
 //!
-//! Measured: a quiet machine, `majority-loss` on Docker at 12 s, no such stall (2 runs);
-//! beside two busy loops, 2 per run with waits counted only when they averaged `LATE` per
-//! arrival, which missed most — hence the total.
+//! Measured (`majority-loss` on Docker, 12 s, 2026-12-06): quiet, 5-6 such stalls a run
+//! (the Docker kills and starts); beside two busy loops, 14-17. Counting a thread only when
+//! its waits averaged [`LATE`] per arrival found 2 a run beside the busy loops and missed
+//! most — hence the total.
 //!
 //! Nothing the lock reports is used. Where `/proc` has no `schedstat` (not Linux, or a
 //! kernel without it) nothing is concluded.
