@@ -28,8 +28,11 @@
 //! round succeeded after A returned, and A's write preceded its return), so B found the
 //! counter at `a` or above, and counted `m` only if `b > a`. The same holds for two
 //! grants that chose one token: on the node both counted, the second writer found its own
-//! token already there. So returned tokens are unique and grow in the order grants
-//! return, as long as the counters on `m` are not forgotten.
+//! token already there. So returned tokens are unique, and a grant asked for after another
+//! returned carries a larger one, as long as the counters on `m` are not forgotten. Two
+//! grants in flight at once — both can be won only where a fault took a vote away (a
+//! forgotten key, a clock jump) — may return in either order: the one that returns first
+//! may hold the larger token (seen by the chaos rig, `docs/mutants.md`, run W).
 //!
 //! # Why two rounds
 //! A fenced acquire could skip round two: increment the counter in round one's script and,

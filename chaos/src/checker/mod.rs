@@ -3,7 +3,8 @@
 //!
 //! - [`availability`]: long minority faults during which a mode was granted nothing.
 //! - [`exclusion`]: pairs of grants whose hold windows overlap (mutual exclusion broken).
-//! - [`fence`]: grants whose fencing token did not grow (duplicates, regressions).
+//! - [`fence`]: grants whose fencing token was granted twice, or did not exceed one returned
+//!   before it was asked for.
 //! - [`handoff`]: whether a released lease, or one kept past its validity, still held its own
 //!   client's waiters back.
 //! - [`report`]: per-run numbers ([`RunReport`]) and their summary over runs ([`Summary`]).
@@ -35,7 +36,7 @@ pub mod stale;
 pub mod truth;
 
 pub use exclusion::{Window, exclusion_violations, overlapping_pairs};
-pub use fence::fence_regressions;
+pub use fence::{TokenGrant, fence_regressions};
 pub use lost::{LostReport, LostUpdate, lost_updates};
 pub use report::{RunReport, Summary, lost};
 pub use stale::{Written, stale_reach};

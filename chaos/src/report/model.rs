@@ -244,8 +244,8 @@ pub struct ModeReport {
     /// that no longer held the lock (a pause, a scheduler hiccup).
     #[serde(default)]
     pub stale_writes: u64,
-    /// Grants whose fencing token was not larger than every earlier grant's (duplicates and
-    /// regressions), in grant order.
+    /// Grants whose fencing token repeated another grant's, or was not larger than the token
+    /// of every grant returned before its acquire was invoked (`checker::fence`).
     #[serde(default)]
     pub fence_regressions: u64,
     /// Times a worker paused itself while holding a lease (`client-pause`).
@@ -342,7 +342,7 @@ pub struct ModeTimeline {
     /// Client pauses: a worker stopped while holding a lease.
     #[serde(default)]
     pub pauses: Vec<PauseSpan>,
-    /// Grants whose token was not larger than every earlier grant's.
+    /// Grants whose token repeated one, or did not exceed one returned before they asked.
     #[serde(default)]
     pub fence_regressions: Vec<FenceMark>,
     /// Acknowledged writes the row did not keep, each with the write that erased it (at
@@ -369,7 +369,8 @@ pub struct FenceMark {
     pub worker: usize,
     /// Its token.
     pub fence: u64,
-    /// The largest token granted before it.
+    /// The token it did not exceed: the largest returned before it was asked for, or its
+    /// own when another grant returned with it first.
     pub earlier_max: u64,
     /// When it was granted.
     pub at_ms: Ms,

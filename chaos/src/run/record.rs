@@ -3,7 +3,7 @@
 //!
 //! Besides lost updates and overlapping holding windows it counts what explains them: stale
 //! writes (accepted, but completed after the lease's `valid_until`: the holder had lost the
-//! lock), abandoned grants, client pauses, and grants whose fencing token did not grow.
+//! lock), abandoned grants, client pauses, and grants whose fencing token did not grow ([`checker::fence`]).
 
 use std::time::Duration;
 
@@ -13,7 +13,7 @@ use crate::bench::stats::percentile;
 use crate::checker::history::{Op, OpKind, OpOutcome};
 use crate::checker::renewal::RenewedGrant;
 use crate::checker::truth::{ClockRates, GrantTruth, TruthSummary};
-use crate::checker::{self, Window, Written};
+use crate::checker::{self, TokenGrant, Window, Written};
 use crate::workload::ledger::{Final, Ledger};
 
 /// The runner's read of a row at the end, and when it ran (µs on the scenario clock).
@@ -299,27 +299,33 @@ impl ModeRecord {
             .map(|v| v.to_ms.0.saturating_sub(v.from_ms.0))
             .max()
             .unwrap_or(0);
-        let tokens: Vec<(Ms, u64)> = self
-            .timeline
-            .grants
+        // From the history: when each granted acquire was asked for and returned.
+        let granted: Vec<(&Op, TokenGrant)> = self
+            .history
             .iter()
-            .filter_map(|g| g.fence.map(|f| (g.start_ms, f)))
+            .filter(|op| op.f == OpKind::Acquire && op.outcome == OpOutcome::Ok)
+            .filter_map(|op| {
+                let token = op.fence?;
+                Some((
+                    op,
+                    TokenGrant {
+                        invoke: op.invoke_us,
+                        complete: op.complete_us,
+                        token,
+                    },
+                ))
+            })
             .collect();
-        let token_grants: Vec<&GrantSpan> = self
-            .timeline
-            .grants
-            .iter()
-            .filter(|g| g.fence.is_some())
-            .collect();
+        let tokens: Vec<TokenGrant> = granted.iter().map(|(_, t)| *t).collect();
         let regressions = checker::fence_regressions(&tokens);
         self.timeline.fence_regressions = regressions
             .iter()
             .take(MAX_MARKS)
             .map(|&(i, earlier_max)| FenceMark {
-                worker: token_grants[i].worker,
-                fence: tokens[i].1,
+                worker: granted[i].0.worker.unwrap_or_default(),
+                fence: tokens[i].token,
                 earlier_max,
-                at_ms: tokens[i].0,
+                at_ms: Ms(tokens[i].complete),
             })
             .collect();
         let written: Vec<Written> = self
@@ -572,7 +578,13 @@ mod tests {
             validity_cut_us: None,
             renewal: None,
         });
-        // A later grant with the same token (amnesia): a duplicate.
+        // A later grant with the same token (amnesia): a duplicate. The token check reads
+        // the history's acquires.
+        for (worker, invoke, complete) in [(0, 90, 100), (1, 390, 400)] {
+            let mut op = Op::new(worker, OpKind::Acquire, OpOutcome::Ok, invoke, complete);
+            op.fence = Some(4);
+            r.push(WorkerEvent::Op(op));
+        }
         r.push(WorkerEvent::Grant {
             worker: 1,
             fence: Some(4),

@@ -93,7 +93,7 @@ pub fn render(report: &ChaosReport) -> String {
     }
     let _ = writeln!(
         out,
-        "overall: {:?} (exit {}); lost % = share of acknowledged increments lost; stale = accepted writes completed after the lease's validity; aband = grants abandoned (validity ran out before the write); viol = overlapping holding windows; tokens = grants whose fencing token did not grow; pauses = workers stopped while holding; acquires = quorum rounds, failed = rounds without the lock, errors = acquires that failed on unreachable nodes; p50/p99 of winning rounds",
+        "overall: {:?} (exit {}); lost % = share of acknowledged increments lost; stale = accepted writes completed after the lease's validity; aband = grants abandoned (validity ran out before the write); viol = overlapping holding windows; tokens = grants whose fencing token repeated one or did not exceed one returned before they asked; pauses = workers stopped while holding; acquires = quorum rounds, failed = rounds without the lock, errors = acquires that failed on unreachable nodes; p50/p99 of winning rounds",
         report.verdict,
         report.verdict.exit_code()
     );
