@@ -216,6 +216,8 @@ async fn each_fault_kind_does_what_it_says_on_local() {
     let slow = Fault::Slow {
         latency_ms: 300,
         jitter_ms: 0,
+        connections_pct: 100,
+        both_ways: false,
     };
     apply(&c, None, &slow, n0, win).await.expect("slow");
     let t = Instant::now();
@@ -231,6 +233,33 @@ async fn each_fault_kind_does_what_it_says_on_local() {
     ping(&w(0), T).await.expect("fast ping");
     assert!(
         t.elapsed() < Duration::from_millis(300),
+        "{:?}",
+        t.elapsed()
+    );
+    // Both ways: the request and its reply each wait the latency; healed, neither does.
+    let both = Fault::Slow {
+        latency_ms: 200,
+        jitter_ms: 0,
+        connections_pct: 100,
+        both_ways: true,
+    };
+    apply(&c, None, &both, n0, win)
+        .await
+        .expect("slow both ways");
+    let t = Instant::now();
+    ping(&w(0), T).await.expect("slow ping both ways");
+    assert!(
+        t.elapsed() >= Duration::from_millis(400),
+        "{:?}",
+        t.elapsed()
+    );
+    heal(&c, None, &both, n0)
+        .await
+        .expect("heal slow both ways");
+    let t = Instant::now();
+    ping(&w(0), T).await.expect("fast ping");
+    assert!(
+        t.elapsed() < Duration::from_millis(200),
         "{:?}",
         t.elapsed()
     );

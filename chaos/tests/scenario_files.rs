@@ -287,6 +287,56 @@ fn malformed_files_exit_64_naming_file_line_and_field() {
 }
 
 #[test]
+fn a_slow_fault_may_take_a_share_of_the_connections_both_ways() {
+    let file_with = |fault: &str| {
+        format!(
+            "name = \"flows\"\nexpectation = \"tokens-grow\"\n\n[[timeline]]\nfault = {fault}\ntargets = \"all\"\nstart = \"1s\"\nend = \"2s\"\n"
+        )
+    };
+    let text = file_with(
+        r#"{ kind = "slow", latency_ms = 5, jitter_pct = 100, connections_pct = 30, both_ways = true }"#,
+    );
+    let s = file::parse(&text, Format::Toml).expect("flows").remove(0);
+    let sch = s.schedule(Duration::from_secs(8), 5, 3, 0);
+    assert_eq!(sch.faults.len(), 1);
+    assert_eq!(
+        sch.faults[0].fault,
+        Fault::Slow {
+            latency_ms: 5,
+            jitter_ms: 5,
+            connections_pct: 30,
+            both_ways: true,
+        }
+    );
+    assert_eq!(
+        sch.faults[0].fault.to_string(),
+        "slow (5±5 ms, 30 % of connections, both ways)"
+    );
+    for (fault, field, why) in [
+        (
+            r#"{ kind = "slow", latency_ms = 5, connections_pct = 0 }"#,
+            "connections_pct",
+            "slows no connection",
+        ),
+        (
+            r#"{ kind = "slow", latency_ms = 5, connections_pct = 130 }"#,
+            "connections_pct",
+            "not a percentage",
+        ),
+        (
+            r#"{ kind = "kill", both_ways = true }"#,
+            "both_ways",
+            "only `slow` takes it",
+        ),
+    ] {
+        let e = file::parse(&file_with(fault), Format::Toml)
+            .expect_err(fault)
+            .to_string();
+        assert!(e.contains(field) && e.contains(why), "{fault}: {e}");
+    }
+}
+
+#[test]
 fn a_timeline_file_fits_the_run_or_is_refused() {
     let text = r#"name = "slow-one"
 expectation = "safe-and-available"
@@ -305,7 +355,9 @@ end = "6s"
         f.fault,
         Fault::Slow {
             latency_ms: 300,
-            jitter_ms: 30
+            jitter_ms: 30,
+            connections_pct: 100,
+            both_ways: false,
         }
     );
     assert_eq!(

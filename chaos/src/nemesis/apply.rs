@@ -12,7 +12,7 @@ use super::connection;
 use super::error::NemesisError;
 use super::fault::{Fault, PartitionVia, Target, WorkerId};
 use crate::cluster::{Cluster, ClusterError, DataOnRestart, NodeId};
-use crate::proxy::{Client, ClientError, Stream};
+use crate::proxy::{Client, ClientError, Stream, Toxic, ToxicKind};
 
 /// How client-side faults reach the workload (it owns the workers; the nemesis only says
 /// when). Implementations must return at once: stall by setting a flag the worker obeys.
@@ -25,8 +25,9 @@ pub trait WorkerControl: fmt::Debug + Send + Sync {
 
 /// Names of the toxics [`Fault::BlackHole`] adds (see [`Client::black_hole`]).
 const BLACK_HOLE_TOXICS: [&str; 2] = ["black_hole_upstream", "black_hole_downstream"];
-/// Name of the toxic [`Fault::Slow`] adds (see [`Client::add_latency`]).
-const SLOW_TOXIC: &str = "latency_downstream";
+/// Names of the toxics [`Fault::Slow`] adds: replies, and requests with `both_ways`
+/// (Toxiproxy's default names, `<type>_<stream>`).
+const SLOW_TOXICS: [&str; 2] = ["latency_downstream", "latency_upstream"];
 
 fn cluster_err(
     verb: &str,
@@ -121,16 +122,29 @@ pub async fn apply<C: Cluster>(
         Fault::Slow {
             latency_ms,
             jitter_ms,
-        } => need_proxy(cluster, fault)?
-            .add_latency(
-                &proxy,
-                Stream::Downstream,
-                Duration::from_millis(latency_ms),
-                Duration::from_millis(jitter_ms),
-            )
-            .await
-            .map(drop)
-            .map_err(proxy_err("apply", fault, node, &proxy)),
+            connections_pct,
+            both_ways,
+        } => {
+            let client = need_proxy(cluster, fault)?;
+            let streams: &[Stream] = if both_ways {
+                &[Stream::Downstream, Stream::Upstream]
+            } else {
+                &[Stream::Downstream]
+            };
+            // Percent to Toxiproxy's probability; the spec keeps it within 1-100.
+            let toxicity = connections_pct.min(100) as f32 / 100.0;
+            for &stream in streams {
+                let kind = ToxicKind::Latency {
+                    latency: latency_ms,
+                    jitter: jitter_ms,
+                };
+                client
+                    .add_toxic(&proxy, &Toxic::new(kind, stream).with_toxicity(toxicity))
+                    .await
+                    .map_err(proxy_err("apply", fault, node, &proxy))?;
+            }
+            Ok(())
+        }
         Fault::Connection(c) => need_proxy(cluster, fault)?
             .add_toxic(&proxy, &c.toxic())
             .await
@@ -223,12 +237,14 @@ pub async fn heal<C: Cluster>(
             }
             Ok(())
         }
-        Fault::Slow { .. } => ok_if_absent(
-            need_proxy(cluster, fault)?
-                .remove_toxic(&proxy, SLOW_TOXIC)
-                .await,
-        )
-        .map_err(proxy_err("heal", fault, node, &proxy)),
+        Fault::Slow { .. } => {
+            let client = need_proxy(cluster, fault)?;
+            for toxic in SLOW_TOXICS {
+                ok_if_absent(client.remove_toxic(&proxy, toxic).await)
+                    .map_err(proxy_err("heal", fault, node, &proxy))?;
+            }
+            Ok(())
+        }
         Fault::Connection(_) => ok_if_absent(
             need_proxy(cluster, fault)?
                 .remove_toxic(&proxy, connection::TOXIC_NAME)

@@ -72,12 +72,17 @@ pub enum Fault {
     /// Connections stay open, data vanishes both ways; heal: remove the toxics (which closes
     /// the held connections, as Toxiproxy does; clients reconnect).
     BlackHole,
-    /// Replies are delayed by `latency_ms ± jitter_ms`; heal: remove the toxic.
+    /// Replies (and with `both_ways` requests) are delayed by `latency_ms ± jitter_ms` on
+    /// `connections_pct` % of the connections; heal: remove the toxics.
     Slow {
         /// Added delay, milliseconds.
         latency_ms: u64,
         /// Random ± spread, milliseconds.
         jitter_ms: u64,
+        /// Share of connections slowed (Toxiproxy's toxicity), percent, 1-100.
+        connections_pct: u64,
+        /// Requests delayed too.
+        both_ways: bool,
     },
     /// Resets, split replies, truncated streams or muted replies on the node's proxy
     /// ([`ConnectionFault`]); heal: remove the toxic.
@@ -171,7 +176,18 @@ impl fmt::Display for Fault {
             Fault::Slow {
                 latency_ms,
                 jitter_ms,
-            } => write!(f, "slow ({latency_ms}±{jitter_ms} ms)"),
+                connections_pct,
+                both_ways,
+            } => {
+                write!(f, "slow ({latency_ms}±{jitter_ms} ms")?;
+                if *connections_pct < 100 {
+                    write!(f, ", {connections_pct} % of connections")?;
+                }
+                if *both_ways {
+                    f.write_str(", both ways")?;
+                }
+                f.write_str(")")
+            }
             Fault::ClockJump { offset_s } => write!(f, "clock-jump ({offset_s:+} s)"),
             Fault::ClockSkew { rate_ppm } => write!(f, "clock-skew ({rate_ppm:+} ppm)"),
             Fault::Connection(c) => c.fmt(f),

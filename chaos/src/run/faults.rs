@@ -93,7 +93,21 @@ fn detail(rec: &FaultRecord, processes: bool) -> String {
         Fault::Slow {
             latency_ms,
             jitter_ms,
-        } => format!("+{latency_ms}ms ±{jitter_ms}ms on replies"),
+            connections_pct,
+            both_ways,
+        } => {
+            let what = if both_ways {
+                "requests and replies"
+            } else {
+                "replies"
+            };
+            let whose = if connections_pct < 100 {
+                format!(" of {connections_pct} % of connections")
+            } else {
+                String::new()
+            };
+            format!("+{latency_ms}ms ±{jitter_ms}ms on {what}{whose}")
+        }
         Fault::Connection(c) => match c {
             ConnectionFault::ResetPeer { after_ms } => {
                 format!("connections reset {after_ms} ms after their first request")

@@ -182,6 +182,8 @@ mod tests {
         let slow = Fault::Slow {
             latency_ms: 100,
             jitter_ms: 0,
+            connections_pct: 100,
+            both_ways: false,
         };
         assert_eq!(
             probe_window(&[(0, kill, node(1)), (0, kill, node(3))], 5),

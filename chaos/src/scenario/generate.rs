@@ -70,11 +70,15 @@ pub fn draw(spec: &FaultSpec, rng: &mut StdRng) -> Fault {
         FaultSpec::Slow {
             latency_ms,
             jitter_pct,
+            connections_pct,
+            both_ways,
         } => {
             let latency_ms = rng.random_range(latency_ms.lo..=latency_ms.hi);
             Fault::Slow {
                 latency_ms,
                 jitter_ms: latency_ms.saturating_mul(jitter_pct) / 100,
+                connections_pct,
+                both_ways,
             }
         }
         FaultSpec::ClockJump { offset_s } => Fault::ClockJump {

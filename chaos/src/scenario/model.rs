@@ -262,13 +262,25 @@ pub enum FaultSpec {
     },
     /// Connections stay open, data vanishes both ways.
     BlackHole {},
-    /// Replies delayed by `latency_ms` ± `jitter_pct` % of it.
+    /// Replies delayed by `latency_ms` ± `jitter_pct` % of it (and requests too with
+    /// `both_ways`), on `connections_pct` % of the node's connections.
     Slow {
         /// Added delay, milliseconds: `[100, 800]` or one value.
         latency_ms: ValueRange<u64>,
         /// Random ± spread, in percent of the drawn latency (0-100; default 0).
         #[schemars(default, range(max = 100))]
         jitter_pct: u64,
+        /// Share of the node's connections slowed, each rolled once when it opens (or when
+        /// the fault starts): Toxiproxy's toxicity, in percent (1-100; default 100). Below
+        /// 100, clients of one node see it at different speeds.
+        #[serde(default = "all_connections", skip_serializing_if = "is_all")]
+        #[schemars(default = "all_connections", range(min = 1, max = 100))]
+        connections_pct: u64,
+        /// Delay requests on their way to the node as well as replies (default false:
+        /// replies only), each direction rolled on its own.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        #[schemars(default)]
+        both_ways: bool,
     },
     /// The node's wall clock jumps by `offset_s` seconds (Valkey only).
     ClockJump {
@@ -329,8 +341,19 @@ struct RawFaultSpec {
     latency_ms: Option<ValueRange<u64>>,
     #[serde(default, deserialize_with = "percent")]
     jitter_pct: Option<u64>,
+    #[serde(default, deserialize_with = "percent")]
+    connections_pct: Option<u64>,
+    both_ways: Option<bool>,
     offset_s: Option<ValueRange<i64>>,
     rate_ppm: Option<ValueRange<i64>>,
+}
+
+fn all_connections() -> u64 {
+    100
+}
+
+fn is_all(pct: &u64) -> bool {
+    *pct == 100
 }
 
 fn percent<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
@@ -365,6 +388,17 @@ impl TryFrom<RawFaultSpec> for FaultSpec {
                     .to_string()
                 })?,
                 jitter_pct: r.jitter_pct.unwrap_or(0),
+                connections_pct: match r.connections_pct {
+                    Some(0) => {
+                        return Err(SpecError::new(
+                            "connections_pct",
+                            "0 slows no connection: use 1 to 100, or leave the fault out",
+                        )
+                        .to_string());
+                    }
+                    p => p.unwrap_or(100),
+                },
+                both_ways: r.both_ways.unwrap_or(false),
             },
             Kind::ClockJump => FaultSpec::ClockJump {
                 offset_s: r.offset_s.ok_or_else(|| {
@@ -395,6 +429,8 @@ impl TryFrom<RawFaultSpec> for FaultSpec {
             ("via", r.via.is_some(), "partition"),
             ("latency_ms", r.latency_ms.is_some(), "slow"),
             ("jitter_pct", r.jitter_pct.is_some(), "slow"),
+            ("connections_pct", r.connections_pct.is_some(), "slow"),
+            ("both_ways", r.both_ways.is_some(), "slow"),
             ("offset_s", r.offset_s.is_some(), "clock-jump"),
             ("rate_ppm", r.rate_ppm.is_some(), "clock-skew"),
         ];

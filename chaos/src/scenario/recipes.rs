@@ -41,6 +41,8 @@ fn regular() -> WindowSpec {
 const SLOW: FaultSpec = FaultSpec::Slow {
     latency_ms: ValueRange::new(100, 800),
     jitter_pct: 20,
+    connections_pct: 100,
+    both_ways: false,
 };
 
 /// 20-60 s forward.
@@ -145,6 +147,8 @@ pub fn builtins() -> Vec<Scenario> {
                 &[FaultSpec::Slow {
                     latency_ms: ValueRange::new(5, 15),
                     jitter_pct: 20,
+                    connections_pct: 100,
+                    both_ways: false,
                 }],
                 Majority,
                 regular(),

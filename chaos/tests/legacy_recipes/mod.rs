@@ -68,6 +68,8 @@ fn slow(r: &mut StdRng) -> Fault {
     Fault::Slow {
         latency_ms,
         jitter_ms: latency_ms / 5,
+        connections_pct: 100,
+        both_ways: false,
     }
 }
 
