@@ -3,7 +3,8 @@
 //!
 //! Besides lost updates and overlapping holding windows it counts what explains them: stale
 //! writes (accepted, but completed after the lease's `valid_until`: the holder had lost the
-//! lock), abandoned grants, client pauses, and grants whose fencing token did not grow ([`checker::fence`]).
+//! lock), abandoned grants, client pauses, and grants whose fencing token did not grow
+//! ([`checker::fence`], from the history's acquires).
 
 use std::time::Duration;
 
