@@ -229,28 +229,20 @@ pub async fn heal<C: Cluster>(
             .await
             .map(drop)
             .map_err(proxy_err("heal", fault, node, &proxy)),
-        Fault::BlackHole => {
+        // The toxics it added; one it never got to add is not an error.
+        Fault::BlackHole | Fault::Slow { .. } | Fault::Connection(_) => {
+            let toxics: &[&str] = match fault {
+                Fault::BlackHole => &BLACK_HOLE_TOXICS,
+                Fault::Slow { .. } => &SLOW_TOXICS,
+                _ => &[connection::TOXIC_NAME],
+            };
             let client = need_proxy(cluster, fault)?;
-            for toxic in BLACK_HOLE_TOXICS {
+            for toxic in toxics {
                 ok_if_absent(client.remove_toxic(&proxy, toxic).await)
                     .map_err(proxy_err("heal", fault, node, &proxy))?;
             }
             Ok(())
         }
-        Fault::Slow { .. } => {
-            let client = need_proxy(cluster, fault)?;
-            for toxic in SLOW_TOXICS {
-                ok_if_absent(client.remove_toxic(&proxy, toxic).await)
-                    .map_err(proxy_err("heal", fault, node, &proxy))?;
-            }
-            Ok(())
-        }
-        Fault::Connection(_) => ok_if_absent(
-            need_proxy(cluster, fault)?
-                .remove_toxic(&proxy, connection::TOXIC_NAME)
-                .await,
-        )
-        .map_err(proxy_err("heal", fault, node, &proxy)),
         Fault::ClockJump { .. } | Fault::ClockSkew { .. } => {
             cluster.reset_clock(node).await.map_err(e("heal"))?;
             let url = cluster.admin_url(node).map_err(e("heal"))?;

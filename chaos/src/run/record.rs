@@ -301,29 +301,26 @@ impl ModeRecord {
             .max()
             .unwrap_or(0);
         // From the history: when each granted acquire was asked for and returned.
-        let granted: Vec<(&Op, TokenGrant)> = self
+        let acquires: Vec<&Op> = self
             .history
             .iter()
             .filter(|op| op.f == OpKind::Acquire && op.outcome == OpOutcome::Ok)
-            .filter_map(|op| {
-                let token = op.fence?;
-                Some((
-                    op,
-                    TokenGrant {
-                        invoke: op.invoke_us,
-                        complete: op.complete_us,
-                        token,
-                    },
-                ))
+            .filter(|op| op.fence.is_some())
+            .collect();
+        let tokens: Vec<TokenGrant> = acquires
+            .iter()
+            .map(|op| TokenGrant {
+                invoke: op.invoke_us,
+                complete: op.complete_us,
+                token: op.fence.unwrap_or_default(),
             })
             .collect();
-        let tokens: Vec<TokenGrant> = granted.iter().map(|(_, t)| *t).collect();
         let regressions = checker::fence_regressions(&tokens);
         self.timeline.fence_regressions = regressions
             .iter()
             .take(MAX_MARKS)
             .map(|&(i, earlier_max)| FenceMark {
-                worker: granted[i].0.worker.unwrap_or_default(),
+                worker: acquires[i].worker.unwrap_or_default(),
                 fence: tokens[i].token,
                 earlier_max,
                 at_ms: Ms(tokens[i].complete),
