@@ -12,7 +12,7 @@ use rand::SeedableRng;
 use rand::rngs::StdRng;
 use redlock_chaos::nemesis::{Fault, Targets};
 use redlock_chaos::scenario::file::{self, Format};
-use redlock_chaos::scenario::{SCENARIOS, Scenario, Shape, find};
+use redlock_chaos::scenario::{Proxied, SCENARIOS, Scenario, Shape, find};
 
 fn chaos(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_chaos"))
@@ -426,4 +426,161 @@ fn an_edited_scenario_file_runs_end_to_end() {
         "no faults applied: {json}"
     );
     schema::check(&v, "report.schema.json");
+}
+
+#[test]
+fn a_file_may_proxy_worker_0_alone_and_set_its_own_ttl() {
+    let file_with = |extra: &str| {
+        format!(
+            "name = \"one-slow-client\"\nexpectation = \"tokens-grow\"\n{extra}\n\n[[timeline]]\nfault = {{ kind = \"slow\", latency_ms = 5 }}\ntargets = \"all\"\nstart = \"1s\"\nend = \"2s\"\n"
+        )
+    };
+    let s = file::parse(
+        &file_with("proxied = \"first-worker\"\nttl = \"1s\""),
+        Format::Toml,
+    )
+    .expect("proxied and ttl")
+    .remove(0);
+    assert_eq!(s.proxied, Proxied::FirstWorker);
+    assert_eq!(s.ttl, Some(Duration::from_secs(1)));
+    let s = file::parse(&file_with(""), Format::Toml)
+        .expect("defaults")
+        .remove(0);
+    assert_eq!((s.proxied, s.ttl), (Proxied::All, None));
+    for (extra, field, why) in [
+        ("proxied = \"second-worker\"", "proxied", "first-worker"),
+        ("ttl = \"0s\"", "ttl", "positive TTL"),
+        ("ttl = \"1\"", "ttl", "with a unit"),
+        (
+            "proxied = \"first-worker\"\namnesia_split = true",
+            "proxied",
+            "use `proxied = \"all\"`",
+        ),
+    ] {
+        let e = file::parse(&file_with(extra), Format::Toml)
+            .expect_err(extra)
+            .to_string();
+        assert!(e.contains(field) && e.contains(why), "{extra}: {e}");
+    }
+}
+
+#[test]
+fn a_timeline_entry_may_sit_at_shares_of_the_run_and_repeat() {
+    let file_with = |entry: &str| {
+        format!(
+            "name = \"forgetful\"\nexpectation = \"tokens-grow\"\n\n[[timeline]]\nfault = {{ kind = \"forget\" }}\ntargets = {{ nodes = [2] }}\n{entry}\n"
+        )
+    };
+    let s = file::parse(
+        &file_with(
+            "start = \"10%\"\nend = \"20%\"\nrepeat = { every = \"250ms\", lasting = \"50ms\" }",
+        ),
+        Format::Toml,
+    )
+    .expect("shares and a repeat")
+    .remove(0);
+    // 10 % to 20 % of 10 s: windows at 1.00, 1.25, 1.50, 1.75 s (2.00 s would end past 2 s).
+    let sch = s.schedule(Duration::from_secs(10), 5, 3, 0);
+    let at: Vec<(u64, u64)> = sch
+        .faults
+        .iter()
+        .map(|f| (f.start.as_millis() as u64, f.end.as_millis() as u64))
+        .collect();
+    assert_eq!(at, [(1000, 1050), (1250, 1300), (1500, 1550), (1750, 1800)]);
+    assert!(sch.faults.iter().all(|f| f.fault == Fault::Forget));
+    // The same entry scales with the run.
+    assert_eq!(s.schedule(Duration::from_secs(20), 5, 3, 0).faults.len(), 8);
+    for (entry, field, why) in [
+        ("start = \"10%\"\nend = \"120%\"", "end", "0% to 100%"),
+        ("start = \"20%\"\nend = \"10%\"", "end", "not after start"),
+        (
+            "start = \"1s\"\nend = \"2s\"\nrepeat = { every = \"10ms\", lasting = \"10ms\" }",
+            "repeat.lasting",
+            "end before the next starts",
+        ),
+        (
+            "start = \"1s\"\nend = \"2s\"\nrepeat = { every = \"10ms\", lasting = \"0s\" }",
+            "repeat.lasting",
+            "must last",
+        ),
+    ] {
+        let e = file::parse(&file_with(entry), Format::Toml)
+            .expect_err(entry)
+            .to_string();
+        assert!(e.contains(field) && e.contains(why), "{entry}: {e}");
+    }
+    // A mix of an offset and a share is judged against the run, as is the count.
+    let fits = |entry: &str, secs: u64| {
+        let s = file::parse(&file_with(entry), Format::Toml)
+            .expect(entry)
+            .remove(0);
+        let shape = Shape {
+            duration: Duration::from_secs(secs),
+            nodes: 5,
+            workers: 3,
+        };
+        redlock_chaos::scenario::validate::fits(&s, &shape).map_err(|e| e.to_string())
+    };
+    assert!(fits("start = \"5s\"\nend = \"90%\"", 10).is_ok());
+    let e = fits("start = \"5s\"\nend = \"40%\"", 10).expect_err("ends before it starts");
+    assert!(
+        e.contains("timeline[0].end") && e.contains("not after start"),
+        "{e}"
+    );
+    let e = fits(
+        "start = \"0%\"\nend = \"100%\"\nrepeat = { every = \"1ms\", lasting = \"500us\" }",
+        200,
+    )
+    .expect_err("200,000 windows");
+    assert!(
+        e.contains("repeat.every") && e.contains("at most 100000"),
+        "{e}"
+    );
+}
+
+/// `slow-client-race` on our lock: it passes, worker 0 alone went through the proxies
+/// (and asked for the lock in every mode), and the report says which layout ran.
+#[test]
+fn the_slow_client_race_passes_on_our_lock_with_worker_0_alone_behind_the_proxies() {
+    let s = find("slow-client-race").expect("slow-client-race");
+    assert_eq!(
+        (s.proxied, s.ttl),
+        (Proxied::FirstWorker, Some(Duration::from_secs(1)))
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let report = dir.path().join("report");
+    let out = chaos(&[
+        "run",
+        "--backend",
+        "local",
+        "--lock",
+        "ours",
+        "--duration",
+        "8s",
+        "--seed",
+        "3",
+        "--scenario",
+        "slow-client-race",
+        "--report",
+        report.to_str().expect("utf-8"),
+    ]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let json = std::fs::read_to_string(report.join("report.json")).expect("report.json");
+    let v: serde_json::Value = serde_json::from_str(&json).expect("json");
+    let sc = &v["scenarios"][0];
+    assert_eq!(sc["verdict"]["outcome"], "pass", "{err}");
+    assert_eq!(sc["clients"], "per-worker, proxied: first-worker");
+    // How many grants worker 0 wins against two direct rivals depends on the machine's
+    // load; that it asked in every mode does not.
+    let history = std::fs::read_to_string(report.join("history/000-slow-client-race.jsonl"))
+        .expect("history");
+    let mut asked = std::collections::BTreeSet::new();
+    for line in history.lines() {
+        let op: serde_json::Value = serde_json::from_str(line).expect("op");
+        if op["f"] == "acquire" && op["worker"] == 0 {
+            asked.insert(op["mode"].as_str().unwrap_or_default().to_owned());
+        }
+    }
+    assert_eq!(asked.len(), 4, "modes whose worker 0 asked: {asked:?}");
 }

@@ -240,7 +240,7 @@ fn check(args: &RunArgs) -> Result<(Option<Stack>, Vec<Scenario>), CommandError>
     };
     let work = crate::run::DEFAULT_WORK;
     for s in &scenarios {
-        needs::check(s, &shape, args.ttl, work).map_err(CommandError::Usage)?;
+        needs::check(s, &shape, s.ttl.unwrap_or(args.ttl), work).map_err(CommandError::Usage)?;
     }
     // Every scenario that needs a longer run, so one change fixes the command line.
     let short: Vec<(String, Duration)> = scenarios
@@ -248,7 +248,7 @@ fn check(args: &RunArgs) -> Result<(Option<Stack>, Vec<Scenario>), CommandError>
         .map(|s| {
             (
                 s.name.clone(),
-                needs::minimum_duration(s, args.workers, args.ttl),
+                needs::minimum_duration(s, args.workers, s.ttl.unwrap_or(args.ttl)),
             )
         })
         .filter(|(_, min)| *min > args.duration)

@@ -143,7 +143,13 @@ fn shortest_amnesia(scenario: &Scenario, duration: Duration) -> Option<Duration>
         .iter()
         .flatten()
         .filter(|t| wipe(&t.fault))
-        .map(|t| t.end.saturating_sub(t.start));
+        .map(|t| match t.repeat {
+            Some(r) => r.lasting,
+            None => t
+                .end
+                .resolve(duration)
+                .saturating_sub(t.start.resolve(duration)),
+        });
     recipe.chain(timeline).min()
 }
 

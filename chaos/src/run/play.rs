@@ -44,7 +44,7 @@ use crate::lockut::{LockKind, LockUnderTest, Mutation};
 use crate::nemesis::{Nemesis, ScheduledFault};
 use crate::report::observer::{Progress, RunObserver};
 use crate::report::{FaultWindow, ModeReport, ModeTimeline, Outcome, ScenarioReport, Verdict};
-use crate::scenario::{Clients, Expectation, Scenario, Work};
+use crate::scenario::{Clients, Expectation, Proxied, Scenario, Work};
 use crate::workload::Mode;
 use crate::workload::ledger::{Ledger, State};
 
@@ -130,9 +130,11 @@ pub(crate) async fn play(
             expected: scenario.expectation.describe().into(),
             seed,
             duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
-            clients: match (processes, scenario.clients) {
-                (true, _) => "processes".into(),
-                (false, c) => c.name().into(),
+            clients: match (processes, scenario.clients, scenario.proxied) {
+                (true, _, Proxied::All) => "processes".into(),
+                (false, c, Proxied::All) => c.name().into(),
+                (true, _, p) => format!("processes, proxied: {}", p.name()),
+                (false, c, p) => format!("{}, proxied: {}", c.name(), p.name()),
             },
             faults,
             modes,
@@ -520,11 +522,12 @@ fn resource(env: &Env, scenario: &Scenario, mode: Mode) -> String {
 }
 
 /// The scenario's lease TTL: `amnesia-split` needs one longer than a node's restart.
-fn scenario_ttl(scenario: &Scenario, run_ttl: Duration) -> Duration {
+pub(crate) fn scenario_ttl(scenario: &Scenario, run_ttl: Duration) -> Duration {
+    let ttl = scenario.ttl.unwrap_or(run_ttl);
     if scenario.amnesia_split {
-        split::SPLIT_TTL.max(run_ttl)
+        split::SPLIT_TTL.max(ttl)
     } else {
-        run_ttl
+        ttl
     }
 }
 
@@ -544,15 +547,16 @@ async fn start_workers(
 ) -> Result<(), String> {
     let cfg = &env.cfg;
     let ttl = scenario_ttl(scenario, cfg.ttl);
-    let victim_urls = split::victim_view(&env.worker_urls);
+    let (first_urls, other_urls) = views(scenario, &env.worker_urls, &env.admin_urls);
+    let first_apart = first_urls != other_urls;
     for (m, mode) in Mode::ALL.iter().enumerate() {
         if !runs_on(*mode, cfg.lock) {
             continue;
         }
         let resource = resource(env, scenario, *mode);
         let kind = mode_lock(cfg.lock, scenario, *mode);
-        // Shared: one client per mode (and one for the amnesia-split victim, who reaches
-        // other nodes); per worker: built in the loop. Processes always have their own.
+        // Shared: one client per mode (and one for worker 0 when it has a view of its own:
+        // the amnesia-split victim, or the only proxied worker); per worker: built in the loop. Processes always have their own.
         let shared = !processes && scenario.clients == Clients::Shared;
         // A shared client's waiters wake on release notices in `none` and `checked` and
         // poll in the fenced modes, so both hand-off paths meet the faults (`Clients::Shared`).
@@ -561,20 +565,18 @@ async fn start_workers(
             LockUnderTest::build(kind, urls, ttl, &resource, notify)
                 .map_err(|e| format!("lock settings: {e}"))
         };
-        let (shared_lock, victim_lock) = if shared {
-            (Some(build(&env.worker_urls)?), Some(build(&victim_urls)?))
+        let (shared_lock, first_lock) = if shared {
+            (Some(build(&other_urls)?), Some(build(&first_urls)?))
         } else {
             (None, None)
         };
         for i in 0..cfg.workers {
             // amnesia-split: worker 0 sees a bare majority and holds to the end of its lease.
             let victim = scenario.amnesia_split && i == 0;
-            let urls = if victim {
-                &victim_urls
-            } else {
-                &env.worker_urls
-            };
-            let lock = match (processes, victim, &shared_lock, &victim_lock) {
+            // Worker 0 with a view of its own has a client of its own.
+            let apart = first_apart && i == 0;
+            let urls = if i == 0 { &first_urls } else { &other_urls };
+            let lock = match (processes, apart, &shared_lock, &first_lock) {
                 (true, ..) => None,
                 (false, true, _, Some(l)) | (false, false, Some(l), _) => Some(l.clone()),
                 (false, ..) => Some(build(urls)?),
@@ -641,6 +643,21 @@ async fn start_workers(
     Ok(())
 }
 
+/// Worker 0's URLs of the nodes and every other worker's, from the proxied URLs and the
+/// nodes' own: the amnesia-split victim reaches a bare majority; with `proxied =
+/// first-worker` only worker 0 goes through the proxies, the others straight to the nodes.
+pub(crate) fn views(
+    scenario: &Scenario,
+    proxied: &[String],
+    direct: &[String],
+) -> (Vec<String>, Vec<String>) {
+    match (scenario.amnesia_split, scenario.proxied) {
+        (true, _) => (split::victim_view(proxied), proxied.to_vec()),
+        (false, Proxied::FirstWorker) => (proxied.to_vec(), direct.to_vec()),
+        (false, _) => (proxied.to_vec(), proxied.to_vec()),
+    }
+}
+
 /// Why `scenario` cannot be played on `cluster`, one line per fault and node that cannot
 /// be applied (empty: it can). Nothing is skipped silently: such a scenario is reported
 /// not applicable, never played without its faults.
@@ -656,6 +673,12 @@ pub(crate) fn not_applicable<C: Cluster>(
                 asks.push((f.fault.name().to_owned(), verb, *n));
             }
         }
+    }
+    if scenario.proxied == Proxied::FirstWorker && cluster.proxy().is_none() {
+        return vec![
+            "not applicable: proxied = first-worker: this cluster has no proxies in front of its nodes"
+                .into(),
+        ];
     }
     if scenario.amnesia_split {
         asks.push((
@@ -749,4 +772,54 @@ async fn redis_cmd(url: &str, command: &str) -> Result<(), String> {
 /// Whether `mode` runs on `lock`: the fenced modes need fencing tokens.
 fn runs_on(mode: Mode, lock: LockKind) -> bool {
     lock.fences() || !mode.is_fenced()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::find;
+
+    fn urls(port: u16) -> Vec<String> {
+        (0..5)
+            .map(|i| format!("redis://127.0.0.1:{}/", port + i))
+            .collect()
+    }
+
+    #[test]
+    fn only_worker_0_goes_through_the_proxies_when_a_scenario_says_so() {
+        let (proxied, direct) = (urls(7000), urls(6000));
+        let mut s = find("latency").expect("latency").clone();
+        assert_eq!(
+            views(&s, &proxied, &direct),
+            (proxied.clone(), proxied.clone())
+        );
+        s.proxied = Proxied::FirstWorker;
+        assert_eq!(
+            views(&s, &proxied, &direct),
+            (proxied.clone(), direct.clone())
+        );
+        // The amnesia-split victim reaches a bare majority through the proxies.
+        let split = find("amnesia-split").expect("amnesia-split");
+        let (first, others) = views(split, &proxied, &direct);
+        assert_eq!(others, proxied);
+        assert_eq!(first[..3], proxied[..3]);
+        assert!(
+            first[3..]
+                .iter()
+                .all(|u| !proxied.contains(u) && !direct.contains(u))
+        );
+    }
+
+    #[test]
+    fn a_scenario_ttl_replaces_the_runs() {
+        let run = Duration::from_millis(200);
+        let mut s = find("latency").expect("latency").clone();
+        assert_eq!(scenario_ttl(&s, run), run);
+        s.ttl = Some(Duration::from_secs(1));
+        assert_eq!(scenario_ttl(&s, run), Duration::from_secs(1));
+        // amnesia-split keeps its floor.
+        let mut split = find("amnesia-split").expect("amnesia-split").clone();
+        split.ttl = Some(Duration::from_secs(1));
+        assert_eq!(scenario_ttl(&split, run), split::SPLIT_TTL);
+    }
 }

@@ -73,8 +73,8 @@ verdicts (chaos run; none, checked, write_only and claim_first run at once in ev
   unavailable while it lasts, safe as above, with acquires failed on unreachable nodes > 0 instead of sections > 0
   the lock holds                   every mode: 0 exclusion violations, 0 fence-token regressions, every lost update
                                    a stale write's doing (by name, from the resource's log); claim_first lost 0
-  holders may overlap, tokens grow every mode: 0 fence-token regressions (clocks end leases early, they do not
-                                   move the counters); claim_first lost 0; violations reported, not failed
+  holders may overlap, tokens grow every mode: 0 fence-token regressions (clocks and forgotten keys end leases
+                                   early, they do not move the counters); claim_first lost 0; violations reported
   violations possible, claim-first claim_first lost 0; the rest is reported, not failed
   must show a lost update /        none, the canary, runs on the rig's plain lock and must show it (else: the rig
     an exclusion violation         did not observe it -> unknown, exit 2); the other modes run the lock under test:
@@ -212,14 +212,14 @@ fn exclusive_and_growing(
     );
 }
 
-/// Holders may overlap (clocks), but tokens are minted by a quorum of counters, which no
-/// clock moves: they must still grow.
+/// Holders may overlap (clocks, forgotten keys), but tokens are minted by a quorum of
+/// counters, which neither moves: they must still grow.
 fn tokens_grow(check: &mut dyn FnMut(&str, bool, String), name: &str, m: &ModeReport) {
     check(
         name,
         m.fence_regressions == 0,
         format!(
-            "{name}: {} grants whose fencing token did not grow (want 0: clocks end leases early, they do not move the counters)",
+            "{name}: {} grants whose fencing token did not grow (want 0: clocks and forgotten keys end leases early, they do not move the counters)",
             m.fence_regressions
         ),
     );
@@ -1382,7 +1382,7 @@ mod tests {
         );
         assert_eq!(v.failed_modes, ["none"], "{:?}", v.reasons);
         assert!(v.reasons.iter().any(|r| r.starts_with(
-            "FAILED: none: 1 grants whose fencing token did not grow (want 0: clocks end leases early"
+            "FAILED: none: 1 grants whose fencing token did not grow (want 0: clocks and forgotten keys end leases early"
         )));
         // And claim-first still loses nothing.
         let v = verdict(

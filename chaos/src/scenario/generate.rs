@@ -42,20 +42,29 @@ pub fn recipe(recipe: &Recipe, rng: &mut StdRng, shape: &Shape) -> Vec<Scheduled
         .collect()
 }
 
-/// The faults of an explicit timeline, in the order written.
+/// The faults of an explicit timeline, in the order written; a repeated entry gives one
+/// fault per window, all with the parameters and targets drawn once for the entry.
 pub fn timeline(entries: &[TimedFault], rng: &mut StdRng, shape: &Shape) -> Vec<ScheduledFault> {
-    entries
-        .iter()
-        .map(|e| {
-            let fault = draw(&e.fault, rng);
-            ScheduledFault {
-                fault,
-                targets: targets(&e.targets, rng, shape),
-                start: e.start,
-                end: e.end,
-            }
-        })
-        .collect()
+    let mut out = Vec::new();
+    for e in entries {
+        let fault = draw(&e.fault, rng);
+        let targets = targets(&e.targets, rng, shape);
+        let (start, end) = (
+            e.start.resolve(shape.duration),
+            e.end.resolve(shape.duration),
+        );
+        let windows = match e.repeat {
+            Some(r) => r.windows(start, end),
+            None => vec![(start, end)],
+        };
+        out.extend(windows.into_iter().map(|(start, end)| ScheduledFault {
+            fault,
+            targets: targets.clone(),
+            start,
+            end,
+        }));
+    }
+    out
 }
 
 /// A concrete fault: `spec` with its parameters drawn.
@@ -106,6 +115,8 @@ pub fn targets(rule: &TargetRule, rng: &mut StdRng, shape: &Shape) -> Targets {
         TargetRule::Minority => Targets::Nodes(target::minority(rng, n)),
         TargetRule::Majority => Targets::Nodes(target::majority(rng, n)),
         TargetRule::All => Targets::Nodes((0..n).map(NodeId).collect()),
+        TargetRule::LastOfFirstQuorum => Targets::Nodes(around_first_quorum(n).0),
+        TargetRule::BeyondFirstQuorum => Targets::Nodes(around_first_quorum(n).1),
         TargetRule::Nodes(list) => Targets::Nodes(sorted(list).into_iter().map(NodeId).collect()),
         TargetRule::OneWorker if shape.workers == 0 => Targets::Workers(Vec::new()),
         TargetRule::OneWorker => {
@@ -115,6 +126,16 @@ pub fn targets(rule: &TargetRule, rng: &mut StdRng, shape: &Shape) -> Targets {
             Targets::Workers(sorted(list).into_iter().map(WorkerId).collect())
         }
     }
+}
+
+/// The first quorum's last node and the nodes after it, `(q − 1, q..n)`; both empty when
+/// no node lies beyond the first quorum (n ≤ 2).
+fn around_first_quorum(n: usize) -> (Vec<NodeId>, Vec<NodeId>) {
+    let q = target::quorum(n);
+    if q >= n {
+        return (Vec::new(), Vec::new());
+    }
+    (vec![NodeId(q - 1)], (q..n).map(NodeId).collect())
 }
 
 fn sorted(list: &[usize]) -> Vec<usize> {

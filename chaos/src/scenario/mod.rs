@@ -34,6 +34,8 @@
 //! pause_rate = 0.0
 //! amnesia_split = false
 //! clients = "per-worker"               # or "shared": a mode's workers share one lock client
+//! proxied = "all"                      # or "first-worker": proxy faults hit worker 0 only
+//! ttl = "1s"                           # optional: this scenario's lease TTL instead of --ttl
 //! seed = 7                             # optional: fixed schedule whatever --seed says
 //!
 //! [recipe]
@@ -48,8 +50,9 @@
 //! [[timeline]]
 //! fault = { kind = "slow", latency_ms = [200, 400], jitter_pct = 10 }
 //! targets = { nodes = [1] }
-//! start = "2s"
+//! start = "2s"                         # or a share of the run: "10%"
 //! end = "6s"
+//! repeat = { every = "1s", lasting = "200ms" }   # optional: a short window every second
 //! ```
 //!
 //! YAML is not read: TOML and JSON are the formats. `docs/schema/scenario.schema.json`
@@ -71,7 +74,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize};
 
 pub use expectation::{Anomaly, Expectation};
-pub use model::{Clients, FaultSpec, Recipe, TargetRule, TimedFault, ValueRange, WindowSpec, Work};
+pub use model::{
+    At, Clients, FaultSpec, Proxied, Recipe, Repeat, TargetRule, TimedFault, ValueRange,
+    WindowSpec, Work,
+};
 pub use recipes::{CLIENT_PAUSE_RATE, LONG_WORK};
 pub use validate::SpecError;
 
@@ -121,6 +127,19 @@ pub struct Scenario {
     /// Whether a mode's workers each have their own lock client (the default) or share one.
     #[serde(default)]
     pub clients: Clients,
+    /// Which workers reach the nodes through the proxies: all (the default), or only
+    /// worker 0 of each mode, so that proxy faults are one client's network faults.
+    #[serde(default)]
+    pub proxied: Proxied,
+    /// This scenario's lease TTL (`"1s"`); `None`: the run's `--ttl`. A scenario whose
+    /// faults are timed against the per-node deadline (a tenth of the TTL) sets it.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "model::human_duration::option"
+    )]
+    #[schemars(with = "Option<model::human_duration::HumanDuration>")]
+    pub ttl: Option<std::time::Duration>,
     /// This scenario's own seed; `None`: derived from the run's `--seed` (see
     /// [`crate::run::suite::scenario_seed`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]

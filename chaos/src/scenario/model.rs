@@ -124,6 +124,33 @@ impl Clients {
     }
 }
 
+/// Which workers reach the nodes through the proxies, and so feel the proxy faults. In
+/// files: `"all"` (the default) or `"first-worker"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum Proxied {
+    /// Every worker: a proxy fault is the node's network fault, felt by every client.
+    #[default]
+    All,
+    /// Worker 0 of each mode only; the others connect straight to the nodes. A proxy fault
+    /// (slow, black hole, partition, connection toxics) is then worker 0's own network
+    /// fault — a client on a slow or flaky link — while its rivals see healthy nodes;
+    /// node faults (kill, freeze, forget, clocks) still hit everyone. Worker 0 gets a lock
+    /// client of its own even where the scenario's workers share one.
+    FirstWorker,
+}
+
+impl Proxied {
+    /// Its name in files and reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Proxied::All => "all",
+            Proxied::FirstWorker => "first-worker",
+        }
+    }
+}
+
 /// Seeded fault windows: per window, one of `faults` (drawn when there are several), its
 /// parameters, then its targets by `targets`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -150,14 +177,126 @@ pub struct TimedFault {
     pub fault: FaultSpec,
     /// On whom.
     pub targets: TargetRule,
-    /// Applied at, since the run's start (`"2s"`).
+    /// Applied at: since the run's start (`"2s"`) or a share of the run (`"5%"`).
+    pub start: At,
+    /// Healed at (`"6s"`, `"95%"`), after `start`; at most the run's `--duration`.
+    pub end: At,
+    /// Instead of one window from `start` to `end`: a window of `lasting` every `every`
+    /// between them (a node that forgets its keys every 10 ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeat: Option<Repeat>,
+}
+
+/// The most windows one repeated timeline entry may lay over a run.
+pub const MAX_REPEATS: u64 = 100_000;
+
+/// A timeline entry applied again and again: `lasting` every `every`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Repeat {
+    /// From one window's start to the next (`"10ms"`).
     #[serde(with = "human_duration")]
     #[schemars(with = "human_duration::HumanDuration")]
-    pub start: Duration,
-    /// Healed at (`"6s"`), after `start`; at most the run's `--duration`.
+    pub every: Duration,
+    /// How long each window lasts (`"2ms"`), less than `every`.
     #[serde(with = "human_duration")]
     #[schemars(with = "human_duration::HumanDuration")]
-    pub end: Duration,
+    pub lasting: Duration,
+}
+
+impl Repeat {
+    /// The windows between `start` and `end`: `lasting` long, `every` apart, each ending by
+    /// `end`.
+    pub fn windows(self, start: Duration, end: Duration) -> Vec<(Duration, Duration)> {
+        let mut out = Vec::new();
+        let mut t = start;
+        while t.saturating_add(self.lasting) <= end && (out.len() as u64) < MAX_REPEATS {
+            out.push((t, t.saturating_add(self.lasting)));
+            if self.every.is_zero() {
+                break;
+            }
+            t = t.saturating_add(self.every);
+        }
+        out
+    }
+
+    /// How many windows it lays between `start` and `end`, uncapped.
+    pub fn count(self, start: Duration, end: Duration) -> u64 {
+        let span = end.saturating_sub(start);
+        if span < self.lasting || self.every.is_zero() {
+            return u64::from(span >= self.lasting);
+        }
+        let spare = span.saturating_sub(self.lasting).as_nanos() / self.every.as_nanos();
+        u64::try_from(spare).unwrap_or(u64::MAX).saturating_add(1)
+    }
+}
+
+/// A moment of the run: an offset from its start (`"2s"`) or a share of its length
+/// (`"5%"`, so a built-in's timeline fits any `--duration`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum At {
+    /// Since the run's start.
+    Offset(Duration),
+    /// This fraction of the run's length, 0 to 1.
+    Share(f64),
+}
+
+impl At {
+    /// The offset it names in a run of `run`.
+    pub fn resolve(self, run: Duration) -> Duration {
+        match self {
+            At::Offset(d) => d,
+            At::Share(f) => run.mul_f64(f.clamp(0.0, 1.0)),
+        }
+    }
+}
+
+impl fmt::Display for At {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            At::Offset(d) => write!(f, "{}", humantime::format_duration(*d)),
+            // Rounded to a ten-thousandth of a percent: 0.07 prints 7%, not 7.000000000000001%.
+            At::Share(s) => write!(f, "{}%", (s * 1e6).round() / 1e4),
+        }
+    }
+}
+
+impl Serialize for At {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for At {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        if let Some(pct) = s.strip_suffix('%') {
+            return match pct.trim().parse::<f64>() {
+                Ok(p) if (0.0..=100.0).contains(&p) => Ok(At::Share(p / 100.0)),
+                _ => Err(de::Error::custom(format!(
+                    "{s:?} is not a share of the run: use 0% to 100%, e.g. \"5%\""
+                ))),
+            };
+        }
+        humantime::parse_duration(&s).map(At::Offset).map_err(|e| {
+            de::Error::custom(format!(
+                "{s:?} is not a moment of the run ({e}): write a duration with a unit (\"2s\", \"250ms\") or a share of the run (\"5%\")"
+            ))
+        })
+    }
+}
+
+impl JsonSchema for At {
+    fn schema_name() -> Cow<'static, str> {
+        "At".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "description": "A moment of the run: a duration since its start (`2s`, `250ms`) or a share of its length (`5%`).",
+            "type": "string"
+        })
+    }
 }
 
 /// [`Recipe`] as written, checked by [`validate::check_recipe`] while parsing (so the
@@ -190,10 +329,10 @@ impl TryFrom<RawRecipe> for Recipe {
 struct RawTimedFault {
     fault: FaultSpec,
     targets: TargetRule,
-    #[serde(with = "human_duration")]
-    start: Duration,
-    #[serde(with = "human_duration")]
-    end: Duration,
+    start: At,
+    end: At,
+    #[serde(default)]
+    repeat: Option<Repeat>,
 }
 
 impl TryFrom<RawTimedFault> for TimedFault {
@@ -205,6 +344,7 @@ impl TryFrom<RawTimedFault> for TimedFault {
             targets: t.targets,
             start: t.start,
             end: t.end,
+            repeat: t.repeat,
         };
         validate::check_timed(&timed).map_err(|e| e.to_string())?;
         Ok(timed)
@@ -479,7 +619,8 @@ impl FaultSpec {
 }
 
 /// Whom a fault hits. In files: `"one"`, `"one-of-minority"`, `"minority"`, `"majority"`,
-/// `"all"`, `"one-worker"`, or an explicit `{ nodes = [0, 2] }` / `{ workers = [1] }`.
+/// `"all"`, `"last-of-first-quorum"`, `"beyond-first-quorum"`, `"one-worker"`, or an
+/// explicit `{ nodes = [0, 2] }` / `{ workers = [1] }`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 #[non_exhaustive]
@@ -494,6 +635,12 @@ pub enum TargetRule {
     Majority,
     /// Every node.
     All,
+    /// Node q − 1, the last of the first quorum (nodes 0..q, q = N/2 + 1): node 2 of 5.
+    /// None on 1-2 nodes, where no node lies beyond that quorum.
+    LastOfFirstQuorum,
+    /// The nodes after the first quorum, q..N: nodes 3 and 4 of 5 (a minority). None on 1-2
+    /// nodes.
+    BeyondFirstQuorum,
     /// These nodes (indexes from 0; must exist in the run).
     Nodes(#[schemars(length(min = 1))] Vec<usize>),
     /// One random worker (client-side faults).
@@ -697,5 +844,28 @@ pub(crate) mod human_duration {
                 "{s:?} is not a duration ({e}): write one with a unit, e.g. \"60s\", \"250ms\", \"1m 30s\""
             ))
         })
+    }
+
+    /// The same for an optional field (`#[serde(default, with = "human_duration::option")]`).
+    pub(crate) mod option {
+        use std::time::Duration;
+
+        use serde::{Deserializer, Serializer};
+
+        pub(crate) fn serialize<S: Serializer>(
+            d: &Option<Duration>,
+            s: S,
+        ) -> Result<S::Ok, S::Error> {
+            match d {
+                Some(d) => super::serialize(d, s),
+                None => s.serialize_none(),
+            }
+        }
+
+        pub(crate) fn deserialize<'de, D: Deserializer<'de>>(
+            d: D,
+        ) -> Result<Option<Duration>, D::Error> {
+            super::deserialize(d).map(Some)
+        }
     }
 }

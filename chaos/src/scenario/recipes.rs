@@ -8,7 +8,8 @@
 use std::time::Duration;
 
 use super::model::{
-    Clients, FaultSpec, Fractions, Recipe, TargetRule, ValueRange, WindowSpec, Work,
+    At, Clients, FaultSpec, Fractions, Proxied, Recipe, Repeat, TargetRule, TimedFault, ValueRange,
+    WindowSpec, Work,
 };
 use super::{Anomaly, Expectation, Scenario};
 use crate::nemesis::PartitionVia;
@@ -95,6 +96,8 @@ fn scenario(name: &str, about: &str, expectation: Expectation, recipe: Option<Re
         pause_rate: 0.0,
         amnesia_split: false,
         clients: Clients::PerWorker,
+        proxied: Proxied::All,
+        ttl: None,
         seed: None,
         // No recipe: no scheduled faults, an empty timeline.
         timeline: recipe.is_none().then(Vec::new),
@@ -412,7 +415,60 @@ pub fn builtins() -> Vec<Scenario> {
                 ),
             )
         },
+        slow_client_race(),
     ]
+}
+
+/// The lease TTL of `slow-client-race`: its delays are timed against the per-node deadline,
+/// a tenth of it (100 ms).
+pub const RACE_TTL: Duration = Duration::from_secs(1);
+
+/// Worker 0 of each mode alone behind the proxies, slow to reach nodes 2-4, while node 2
+/// forgets the lock keys every 10 ms (on N nodes: the first quorum's last node, and the
+/// nodes beyond that quorum; the race needs an odd N). Worker 0 wins nodes 0-2 in its first round, with
+/// its `SET`s to 3 and 4 still on their way and node 2's reply 60 ms late; node 2 forgets
+/// its key; a rival that reaches every node at once takes 2, 3 and 4, reads the same
+/// counters, writes the same token and releases before worker 0's `SET`s land on 3 and 4;
+/// worker 0's fence writes there then find the counters already at its token. The lock
+/// must refuse them (`FenceAhead`); one that counts them hands a token out twice
+/// (`fence-ahead-counted`, docs/mutants.md). A forgotten key may let holders overlap
+/// (amnesia within the TTL): reported, not failed.
+fn slow_client_race() -> Scenario {
+    let timed = |fault: FaultSpec, targets: TargetRule, repeat: Option<Repeat>| TimedFault {
+        fault,
+        targets,
+        start: At::Share(0.03),
+        end: At::Share(0.97),
+        repeat,
+    };
+    let slow = |latency_ms: u64, both_ways: bool| FaultSpec::Slow {
+        latency_ms: ValueRange::new(latency_ms, latency_ms),
+        jitter_pct: 0,
+        connections_pct: 100,
+        both_ways,
+    };
+    Scenario {
+        proxied: Proxied::FirstWorker,
+        ttl: Some(RACE_TTL),
+        timeline: Some(vec![
+            timed(slow(60, false), TargetRule::LastOfFirstQuorum, None),
+            timed(slow(45, true), TargetRule::BeyondFirstQuorum, None),
+            timed(
+                FaultSpec::Forget {},
+                TargetRule::LastOfFirstQuorum,
+                Some(Repeat {
+                    every: Duration::from_millis(10),
+                    lasting: Duration::from_millis(2),
+                }),
+            ),
+        ]),
+        ..scenario(
+            "slow-client-race",
+            "worker 0 alone through the proxies, its replies from node 2 60 ms late and its requests and replies to nodes 3-4 45 ms late, while node 2 forgets the lock keys every 10 ms (1 s TTL): a rival gets in between worker 0's two rounds; tokens stay unique and grow",
+            Expectation::TokensGrow,
+            None,
+        )
+    }
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 //! that concern one value while parsing, so their errors carry a line. [`fits`] holds
 //! against one run's nodes, workers and duration, known only once the command line is.
 
-use super::model::{FaultSpec, Recipe, TargetRule, TimedFault};
+use super::model::{At, FaultSpec, MAX_REPEATS, Proxied, Recipe, TargetRule, TimedFault};
 use super::{Scenario, Shape};
 
 /// A scenario that cannot be played: which field, and what to change.
@@ -48,6 +48,18 @@ impl SpecError {
 pub fn check(s: &Scenario) -> Result<(), SpecError> {
     check_name(&s.name).map_err(|m| SpecError::new("name", m))?;
     check_rate(s.pause_rate).map_err(|m| SpecError::new("pause_rate", m))?;
+    if s.ttl.is_some_and(|t| t.is_zero()) {
+        return Err(SpecError::new(
+            "ttl",
+            "0 is not a lease: give a positive TTL such as \"1s\", or leave it out for the run's --ttl",
+        ));
+    }
+    if s.amnesia_split && s.proxied != Proxied::All {
+        return Err(SpecError::new(
+            "proxied",
+            "`amnesia_split` gives worker 0 its own view of the nodes already; use `proxied = \"all\"` with it",
+        ));
+    }
     match (&s.recipe, &s.timeline) {
         (Some(_), Some(_)) => {
             return Err(SpecError::new(
@@ -136,13 +148,30 @@ pub fn check_recipe(r: &Recipe) -> Result<(), SpecError> {
 /// The first field (relative to the entry) that is wrong.
 pub fn check_timed(t: &TimedFault) -> Result<(), SpecError> {
     check_targets(&t.fault, &t.targets)?;
-    if t.end <= t.start {
+    // Two offsets or two shares compare now; a mix only against a run (`fits`).
+    let ordered = match (t.start, t.end) {
+        (At::Offset(a), At::Offset(b)) => b > a,
+        (At::Share(a), At::Share(b)) => b > a,
+        _ => true,
+    };
+    if !ordered {
         return Err(SpecError::new(
             "end",
             format!(
                 "{} is not after start ({}): a fault is healed after it is applied",
-                humantime::format_duration(t.end),
-                humantime::format_duration(t.start)
+                t.end, t.start
+            ),
+        ));
+    }
+    if let Some(r) = t.repeat
+        && (r.lasting.is_zero() || r.lasting >= r.every)
+    {
+        return Err(SpecError::new(
+            "repeat.lasting",
+            format!(
+                "{} against every {}: each window must last, and end before the next starts (e.g. every = \"10ms\", lasting = \"2ms\")",
+                humantime::format_duration(r.lasting),
+                humantime::format_duration(r.every)
             ),
         ));
     }
@@ -182,15 +211,44 @@ pub fn fits(s: &Scenario, shape: &Shape) -> Result<(), SpecError> {
     for (i, t) in s.timeline.iter().flatten().enumerate() {
         fits_targets(&t.targets, shape)
             .map_err(|m| SpecError::new(format!("timeline[{i}].targets"), m))?;
-        if t.end > shape.duration {
+        let (start, end) = (
+            t.start.resolve(shape.duration),
+            t.end.resolve(shape.duration),
+        );
+        if end > shape.duration {
             return Err(SpecError::new(
                 format!("timeline[{i}].end"),
                 format!(
                     "{} is past the end of the run ({}); end it earlier or raise --duration",
-                    humantime::format_duration(t.end),
+                    humantime::format_duration(end),
                     humantime::format_duration(shape.duration)
                 ),
             ));
+        }
+        if end <= start {
+            return Err(SpecError::new(
+                format!("timeline[{i}].end"),
+                format!(
+                    "{} ({}) is not after start ({}, {}) in a run of {}",
+                    t.end,
+                    humantime::format_duration(end),
+                    t.start,
+                    humantime::format_duration(start),
+                    humantime::format_duration(shape.duration)
+                ),
+            ));
+        }
+        if let Some(r) = t.repeat {
+            let n = r.count(start, end);
+            if n > MAX_REPEATS {
+                return Err(SpecError::new(
+                    format!("timeline[{i}].repeat.every"),
+                    format!(
+                        "{n} windows in a run of {}: at most {MAX_REPEATS}; repeat less often or shorten the run",
+                        humantime::format_duration(shape.duration)
+                    ),
+                ));
+            }
         }
     }
     Ok(())
