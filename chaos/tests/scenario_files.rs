@@ -286,6 +286,12 @@ fn malformed_files_exit_64_naming_file_line_and_field() {
     );
 }
 
+/// `text` is refused while parsing, naming `field` and saying `why`.
+fn refused_when_parsed(text: &str, field: &str, why: &str) {
+    let e = file::parse(text, Format::Toml).expect_err(text).to_string();
+    assert!(e.contains(field) && e.contains(why), "{text}: {e}");
+}
+
 #[test]
 fn a_slow_fault_may_take_a_share_of_the_connections_both_ways() {
     let file_with = |fault: &str| {
@@ -329,10 +335,7 @@ fn a_slow_fault_may_take_a_share_of_the_connections_both_ways() {
             "only `slow` takes it",
         ),
     ] {
-        let e = file::parse(&file_with(fault), Format::Toml)
-            .expect_err(fault)
-            .to_string();
-        assert!(e.contains(field) && e.contains(why), "{fault}: {e}");
+        refused_when_parsed(&file_with(fault), field, why);
     }
 }
 
@@ -457,10 +460,7 @@ fn a_file_may_proxy_worker_0_alone_and_set_its_own_ttl() {
             "use `proxied = \"all\"`",
         ),
     ] {
-        let e = file::parse(&file_with(extra), Format::Toml)
-            .expect_err(extra)
-            .to_string();
-        assert!(e.contains(field) && e.contains(why), "{extra}: {e}");
+        refused_when_parsed(&file_with(extra), field, why);
     }
 }
 
@@ -504,10 +504,7 @@ fn a_timeline_entry_may_sit_at_shares_of_the_run_and_repeat() {
             "must last",
         ),
     ] {
-        let e = file::parse(&file_with(entry), Format::Toml)
-            .expect_err(entry)
-            .to_string();
-        assert!(e.contains(field) && e.contains(why), "{entry}: {e}");
+        refused_when_parsed(&file_with(entry), field, why);
     }
     // A mix of an offset and a share is judged against the run, as is the count.
     let fits = |entry: &str, secs: u64| {
