@@ -581,3 +581,27 @@ fn the_slow_client_race_passes_on_our_lock_with_worker_0_alone_behind_the_proxie
     }
     assert_eq!(asked.len(), 4, "modes whose worker 0 asked: {asked:?}");
 }
+
+/// A built-in's repeated windows are bounded like a file's: `slow-client-race` forgets
+/// every 10 ms, so a run of 20 minutes (112,800 windows) is refused before anything starts.
+#[test]
+fn a_run_too_long_for_a_builtins_repeated_windows_is_refused() {
+    let out = chaos(&[
+        "run",
+        "--backend",
+        "local",
+        "--scenario",
+        "slow-client-race",
+        "--duration",
+        "20m",
+    ]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(64), "{err}");
+    assert!(
+        err.contains("`slow-client-race`")
+            && err.contains("timeline[2].repeat.every")
+            && err.contains("at most 100000"),
+        "{err}"
+    );
+    assert!(!err.contains("chaos run: seed"), "the run started: {err}");
+}

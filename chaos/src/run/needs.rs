@@ -46,6 +46,9 @@ pub fn check(
     work: Duration,
 ) -> Result<(), String> {
     let name = &scenario.name;
+    // A built-in's timeline, too, must fit the run: a repeated entry lays at most
+    // `MAX_REPEATS` windows.
+    crate::scenario::validate::fits(scenario, shape).map_err(|e| format!("`{name}`: {e}"))?;
     if let Some(section) = section_work(scenario, work) {
         let drift = validity::drift(ttl, DEFAULT_DRIFT_FACTOR).unwrap_or(ttl);
         if validity::validity(ttl, section, drift).is_none() {

@@ -556,7 +556,8 @@ async fn start_workers(
         let resource = resource(env, scenario, *mode);
         let kind = mode_lock(cfg.lock, scenario, *mode);
         // Shared: one client per mode (and one for worker 0 when it has a view of its own:
-        // the amnesia-split victim, or the only proxied worker); per worker: built in the loop. Processes always have their own.
+        // the amnesia-split victim, or the only proxied worker); per worker: built in the
+        // loop. Processes always have their own.
         let shared = !processes && scenario.clients == Clients::Shared;
         // A shared client's waiters wake on release notices in `none` and `checked` and
         // poll in the fenced modes, so both hand-off paths meet the faults (`Clients::Shared`).
