@@ -130,11 +130,16 @@ pub(crate) async fn play(
             expected: scenario.expectation.describe().into(),
             seed,
             duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
-            clients: match (processes, scenario.clients, scenario.proxied) {
-                (true, _, Proxied::All) => "processes".into(),
-                (false, c, Proxied::All) => c.name().into(),
-                (true, _, p) => format!("processes, proxied: {}", p.name()),
-                (false, c, p) => format!("{}, proxied: {}", c.name(), p.name()),
+            clients: {
+                let layout = if processes {
+                    "processes"
+                } else {
+                    scenario.clients.name()
+                };
+                match scenario.proxied {
+                    Proxied::All => layout.into(),
+                    p => format!("{layout}, proxied: {}", p.name()),
+                }
             },
             faults,
             modes,

@@ -208,16 +208,13 @@ impl Repeat {
     /// The windows between `start` and `end`: `lasting` long, `every` apart, each ending by
     /// `end`.
     pub fn windows(self, start: Duration, end: Duration) -> Vec<(Duration, Duration)> {
-        let mut out = Vec::new();
-        let mut t = start;
-        while t.saturating_add(self.lasting) <= end && (out.len() as u64) < MAX_REPEATS {
-            out.push((t, t.saturating_add(self.lasting)));
-            if self.every.is_zero() {
-                break;
-            }
-            t = t.saturating_add(self.every);
-        }
-        out
+        let n = u32::try_from(self.count(start, end).min(MAX_REPEATS)).unwrap_or(0);
+        (0..n)
+            .map(|k| {
+                let t = start.saturating_add(self.every.saturating_mul(k));
+                (t, t.saturating_add(self.lasting))
+            })
+            .collect()
     }
 
     /// How many windows it lays between `start` and `end`, uncapped.
