@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use redlock_chaos::report::{ChaosReport, Outcome};
+use redlock_chaos::report::{ChaosReport, Outcome, ScenarioReport};
 
 /// Whether a Docker engine answers; panics when it does not and `CI=true` (the docker
 /// tests must run in CI), else prints why the test is skipped.
@@ -44,7 +44,9 @@ pub fn chaos_bin() -> PathBuf {
     p
 }
 
-/// Asserts every scenario passed, printing every verdict's reasons otherwise.
+/// Asserts every scenario passed, printing every verdict's reasons otherwise, after what a
+/// CI log needs to tell the machine from the lock: the faults as they ran and each mode's
+/// longest stretches without a grant.
 pub fn assert_all_pass(report: &ChaosReport) {
     let failed: Vec<String> = report
         .scenarios
@@ -52,8 +54,11 @@ pub fn assert_all_pass(report: &ChaosReport) {
         .filter(|s| s.verdict.outcome != Outcome::Pass)
         .map(|s| {
             format!(
-                "{} {:?}: {:#?}",
-                s.name, s.verdict.outcome, s.verdict.reasons
+                "{} {:?}:\n{}{:#?}",
+                s.name,
+                s.verdict.outcome,
+                timeline_summary(s),
+                s.verdict.reasons
             )
         })
         .collect();
@@ -63,6 +68,40 @@ pub fn assert_all_pass(report: &ChaosReport) {
         failed.join("\n")
     );
     assert_eq!(report.verdict, Outcome::Pass);
+}
+
+/// One line of faults (kind, targets, start-end in ms), then per mode its grant count and
+/// its three longest gaps between grants (from-to in ms).
+fn timeline_summary(s: &ScenarioReport) -> String {
+    let faults: Vec<String> = s
+        .faults
+        .iter()
+        .map(|f| {
+            let end = f.end_ms.map_or_else(|| "-".into(), |e| e.to_string());
+            format!("{} {} {}-{end}", f.kind, f.targets.join("+"), f.start_ms)
+        })
+        .collect();
+    let mut out = format!("  faults: {}\n", faults.join(", "));
+    for (mode, t) in &s.timeline {
+        let mut at: Vec<u64> = t.grants.iter().map(|g| g.start_ms.0 / 1000).collect();
+        at.sort_unstable();
+        let mut gaps: Vec<(u64, u64)> = std::iter::once(0)
+            .chain(at.iter().copied())
+            .zip(at.iter().copied().chain(std::iter::once(s.duration_ms)))
+            .collect();
+        gaps.sort_unstable_by_key(|&(a, b)| std::cmp::Reverse(b.saturating_sub(a)));
+        let gaps: Vec<String> = gaps
+            .iter()
+            .take(3)
+            .map(|(a, b)| format!("{a}-{b}"))
+            .collect();
+        out += &format!(
+            "  {mode}: {} grants, longest gaps {}\n",
+            at.len(),
+            gaps.join(", ")
+        );
+    }
+    out
 }
 
 /// The scenario a quick-tier run plays on each backend, and for how long: restarts that

@@ -10,10 +10,19 @@
 //! Times are judged against the same mode's own pace where the machine sets it: the
 //! longest gap between grants during a minority fault is compared with the longest gap
 //! while the cluster was healthy, so a busy machine slows both alike.
+//!
+//! A resume is given [`RESUME_LIMIT_MS`] of time in which a lock *could* have been granted:
+//! time in which the rig saw the machine stall, or too many nodes down or late for a quorum
+//! ([`blocked`]), does not count against it. Nothing the lock reports decides that: the
+//! stalls are the rig's own (its threads' and the lock's processes' waits for a CPU, and a
+//! probe `SET` through the lock's path to each node arriving later than the node deadline;
+//! see `run::leaks`). A lock that never reconnects is not excused: its paths answer the
+//! probes in time.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::checker::leak::Exempt;
 use crate::report::model::IDLE_FAULT_MIN_MS;
 use crate::report::{FaultWindow, ModeTimeline};
 
@@ -40,12 +49,13 @@ pub const GAP_FLOOR_MS: u64 = 1_000;
 /// How a mode's grants went around the faults of one scenario.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Recovery {
-    /// Heals of node faults followed by a grant, or by [`RESUME_LIMIT_MS`] (3 s) of run without
-    /// one (the rest came too close to the end to judge).
+    /// Heals of node faults followed by a grant, or by [`RESUME_LIMIT_MS`] (3 s) of
+    /// unblocked run without one (the rest came too close to the end to judge).
     pub heals: u64,
-    /// Of those, heals with no grant within [`RESUME_LIMIT_MS`] (3 s).
+    /// Of those, heals with no grant within [`RESUME_LIMIT_MS`] (3 s) of unblocked time.
     pub late: u64,
-    /// The slowest resume: ms from a heal to the next grant (at most the limit when late).
+    /// The slowest resume: ms from a heal to the next grant (when late: to the end of its
+    /// window, the limit plus the blocked time in it).
     pub worst_resume_ms: Option<u64>,
     /// When that heal happened (ms since the scenario start).
     pub worst_heal_at_ms: Option<u64>,
@@ -54,6 +64,10 @@ pub struct Recovery {
     pub fault_gap_ms: Option<u64>,
     /// Longest stretch between two grants with no node fault in between.
     pub healthy_gap_ms: Option<u64>,
+    /// The most blocked time ([`blocked`]: the machine stalled, or a quorum of nodes down or
+    /// late) between a judged heal and its resume (or the end of its stretched window).
+    #[serde(default)]
+    pub stalled_ms: u64,
 }
 
 impl Recovery {
@@ -74,8 +88,16 @@ impl Recovery {
     /// One line for the report.
     pub fn describe(&self) -> String {
         let ms = |v: Option<u64>| v.map_or_else(|| "-".into(), |v| format!("{v} ms"));
+        let stretched = if self.stalled_ms > 0 {
+            format!(
+                "; up to {} ms between a heal and its resume in which the machine stalled or a quorum of nodes was down or late (not counted)",
+                self.stalled_ms
+            )
+        } else {
+            String::new()
+        };
         format!(
-            "{} heals judged, {} without a grant within {} ms, slowest resume {}{}; longest gap in a minority fault {} (limit {} ms), healthy {}",
+            "{} heals judged, {} without a grant within {} ms, slowest resume {}{}; longest gap in a minority fault {} (limit {} ms), healthy {}{stretched}",
             self.heals,
             self.late,
             RESUME_LIMIT_MS,
@@ -87,6 +109,96 @@ impl Recovery {
             ms(self.healthy_gap_ms),
         )
     }
+}
+
+/// Stretches of the run, `(from, to)` in ms, sorted and disjoint, in which no lock could be
+/// granted: a stall of every node (`node: None`: a process of the rig or of the lock held
+/// off the CPU), or `nodes − quorum + 1` nodes or more each under a node fault or stalled on
+/// their path (a probe through the lock's own path late by more than the node deadline).
+pub fn blocked(
+    stalls: &[Exempt],
+    faults: &[FaultWindow],
+    nodes: usize,
+    end_ms: u64,
+) -> Vec<(u64, u64)> {
+    let too_many = nodes - (nodes / 2 + 1) + 1;
+    let ms = |us: u64| us / 1000;
+    let mut out: Vec<(u64, u64)> = stalls
+        .iter()
+        .filter(|s| s.node.is_none())
+        .map(|s| (ms(s.from_us), ms(s.to_us.max(s.from_us))))
+        .collect();
+    // Each node's own unavailable stretches, merged so a node counts once.
+    let mut edges: Vec<(u64, i64)> = Vec::new();
+    for n in 0..nodes {
+        let name = format!("n{n}");
+        let mut own: Vec<(u64, u64)> = stalls
+            .iter()
+            .filter(|s| s.node == Some(n))
+            .map(|s| (ms(s.from_us), ms(s.to_us.max(s.from_us))))
+            .chain(
+                faults
+                    .iter()
+                    .filter(|f| f.targets.contains(&name))
+                    .map(|f| (f.start_ms, f.end_ms.unwrap_or(end_ms).max(f.start_ms))),
+            )
+            .collect();
+        for (a, b) in merge(&mut own) {
+            edges.push((a, 1));
+            edges.push((b, -1));
+        }
+    }
+    // Ends before starts at one instant: touching stretches do not overlap.
+    edges.sort_unstable();
+    let mut down = 0_i64;
+    let mut since = 0;
+    for (at, d) in edges {
+        let was = down >= too_many as i64;
+        down += d;
+        match (was, down >= too_many as i64) {
+            (false, true) => since = at,
+            (true, false) if at > since => out.push((since, at)),
+            _ => {}
+        }
+    }
+    merge(&mut out)
+}
+
+/// `spans` sorted and merged where they overlap or touch.
+fn merge(spans: &mut [(u64, u64)]) -> Vec<(u64, u64)> {
+    spans.sort_unstable();
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    for &(a, b) in spans.iter() {
+        match out.last_mut() {
+            Some(last) if a <= last.1 => last.1 = last.1.max(b),
+            _ => out.push((a, b)),
+        }
+    }
+    out
+}
+
+/// How much of `[from, to)` is `blocked`.
+fn overlap(from: u64, to: u64, blocked: &[(u64, u64)]) -> u64 {
+    blocked
+        .iter()
+        .map(|&(a, b)| b.min(to).saturating_sub(a.max(from)))
+        .sum()
+}
+
+/// When `limit` ms of unblocked time have passed since `from` (`blocked` sorted, disjoint).
+fn unblocked_deadline(from: u64, limit: u64, blocked: &[(u64, u64)]) -> u64 {
+    let (mut t, mut left) = (from, limit);
+    for &(a, b) in blocked {
+        if b <= t {
+            continue;
+        }
+        if a >= t.saturating_add(left) {
+            break;
+        }
+        left -= a.saturating_sub(t);
+        t = b;
+    }
+    t.saturating_add(left)
 }
 
 /// Node faults (every target a node) as `(start, end)` in ms; unhealed ones end at `end_ms`.
@@ -109,8 +221,15 @@ fn grant_times(t: &ModeTimeline) -> Vec<u64> {
 }
 
 /// How `t`'s grants went around `faults` in a scenario that ran `end_ms`; `minority`:
-/// whether the node faults were a minority's (their gaps are judged).
-pub fn recovery(faults: &[FaultWindow], t: &ModeTimeline, end_ms: u64, minority: bool) -> Recovery {
+/// whether the node faults were a minority's (their gaps are judged); `blocked`: when no
+/// lock could be granted ([`blocked`]), which does not count against a resume.
+pub fn recovery(
+    faults: &[FaultWindow],
+    t: &ModeTimeline,
+    end_ms: u64,
+    minority: bool,
+    blocked: &[(u64, u64)],
+) -> Recovery {
     let windows = node_faults(faults, end_ms);
     let grants = grant_times(t);
     let in_fault = |x: u64| windows.iter().any(|&(a, b)| a < x && x < b);
@@ -120,22 +239,27 @@ pub fn recovery(faults: &[FaultWindow], t: &ModeTimeline, end_ms: u64, minority:
         if in_fault(heal) || heal >= end_ms {
             continue;
         }
+        let deadline = unblocked_deadline(heal, RESUME_LIMIT_MS, blocked);
         let next = grants.get(grants.partition_point(|&g| g < heal)).copied();
         // Where faults may hit a quorum, the next one can block the lock again before it
         // had the whole limit to resume: then this heal cannot be judged.
-        let cut_short = !minority
-            && windows
-                .iter()
-                .any(|&(a, _)| heal < a && a < heal.saturating_add(RESUME_LIMIT_MS));
+        let cut_short = !minority && windows.iter().any(|&(a, _)| heal < a && a < deadline);
         let resume = match next {
-            Some(g) if g - heal <= RESUME_LIMIT_MS => g - heal,
-            _ if end_ms - heal < RESUME_LIMIT_MS || cut_short => continue,
+            Some(g) if g <= deadline => g - heal,
+            // Never again, with the limit's worth of run left: late, whatever stalled (a
+            // stall passes; a lock that lost its nodes for good does not get them back).
+            None if end_ms - heal >= RESUME_LIMIT_MS && !cut_short => {
+                r.late += 1;
+                end_ms.min(deadline) - heal
+            }
+            _ if end_ms < deadline || cut_short => continue,
             _ => {
                 r.late += 1;
-                RESUME_LIMIT_MS
+                deadline - heal
             }
         };
         r.heals += 1;
+        r.stalled_ms = r.stalled_ms.max(overlap(heal, heal + resume, blocked));
         if r.worst_resume_ms.is_none_or(|w| resume > w) {
             r.worst_resume_ms = Some(resume);
             r.worst_heal_at_ms = Some(heal);
@@ -253,7 +377,7 @@ mod tests {
             fault("n2", 4_000, 5_000),
             fault("n0", 9_000, 9_500),
         ];
-        let r = recovery(&faults, &t, 10_000, true);
+        let r = recovery(&faults, &t, 10_000, true, &[]);
         assert_eq!(r.heals, 2);
         assert_eq!(r.late, 1);
         assert_eq!(r.worst_resume_ms, Some(RESUME_LIMIT_MS));
@@ -268,14 +392,14 @@ mod tests {
         let t = grants(&[100, 200, 6_500]);
         let faults = [fault("n0", 2_005, 3_458), fault("n1", 4_736, 6_178)];
         // Faults that may hit a quorum: the lock had 1.3 s, not 3 s, to resume.
-        let r = recovery(&faults, &t, 20_000, false);
+        let r = recovery(&faults, &t, 20_000, false, &[]);
         assert_eq!((r.heals, r.late), (1, 0), "only the second heal: {r:?}");
         // A minority's fault never stops the lock: the same timeline is a late resume.
-        let r = recovery(&faults, &t, 20_000, true);
+        let r = recovery(&faults, &t, 20_000, true, &[]);
         assert_eq!((r.heals, r.late), (2, 1), "{r:?}");
         // A grant inside the limit counts wherever the next fault starts.
         let t = grants(&[100, 200, 3_600, 6_500]);
-        let r = recovery(&faults, &t, 20_000, false);
+        let r = recovery(&faults, &t, 20_000, false, &[]);
         assert_eq!((r.heals, r.late, r.worst_resume_ms), (2, 0, Some(322)));
     }
 
@@ -284,7 +408,7 @@ mod tests {
         let t = grants(&[100, 3_100]);
         // n1's heal at 2 s falls inside n2's fault: only n2's heal (3 s) is timed.
         let faults = [fault("n1", 1_000, 2_000), fault("n2", 1_500, 3_000)];
-        let r = recovery(&faults, &t, 10_000, true);
+        let r = recovery(&faults, &t, 10_000, true, &[]);
         assert_eq!((r.heals, r.late, r.worst_resume_ms), (1, 0, Some(100)));
     }
 
@@ -293,24 +417,97 @@ mod tests {
         // Healthy: every 100 ms. During the 1-4 s fault: one grant at 2.5 s, so the longest
         // stretch without one is 1.5 s, past max(4 × 100 ms, 1 s).
         let t = grants(&[100, 200, 300, 400, 2_500, 4_010, 4_110]);
-        let r = recovery(&[fault("n1", 1_000, 4_000)], &t, 10_000, true);
+        let r = recovery(&[fault("n1", 1_000, 4_000)], &t, 10_000, true, &[]);
         assert_eq!(r.fault_gap_ms, Some(1_500));
         assert_eq!(r.gap_limit_ms(), GAP_FLOOR_MS);
         assert!(r.gap_too_long());
         // A slow machine (healthy gaps of 500 ms) excuses up to 2 s.
         let t = grants(&[0, 500, 1_000, 2_500, 4_010, 4_510]);
-        let r = recovery(&[fault("n1", 1_000, 4_000)], &t, 10_000, true);
+        let r = recovery(&[fault("n1", 1_000, 4_000)], &t, 10_000, true, &[]);
         assert_eq!((r.healthy_gap_ms, r.gap_limit_ms()), (Some(500), 2_000));
         assert!(!r.gap_too_long(), "{r:?}");
         // Majority faults' gaps are not measured: grants may stop.
-        let r = recovery(&[fault("n1", 1_000, 4_000)], &t, 10_000, false);
+        let r = recovery(&[fault("n1", 1_000, 4_000)], &t, 10_000, false, &[]);
         assert_eq!(r.fault_gap_ms, None);
+    }
+
+    fn stall(node: Option<usize>, from_ms: u64, to_ms: u64) -> Exempt {
+        Exempt {
+            node,
+            from_us: from_ms * 1000,
+            to_us: to_ms * 1000,
+        }
+    }
+
+    #[test]
+    fn blocked_is_a_machine_stall_or_too_many_nodes_down_or_late_at_once() {
+        // Five nodes: three down or late at once leave no quorum.
+        let faults = [fault("n1", 1_000, 2_000)];
+        let stalls = [
+            stall(Some(2), 1_500, 1_800),
+            stall(Some(3), 1_600, 1_900),
+            // n1's own stall in its fault counts once.
+            stall(Some(1), 1_200, 1_700),
+            stall(None, 5_000, 5_080),
+        ];
+        assert_eq!(
+            blocked(&stalls, &faults, 5, 10_000),
+            vec![(1_600, 1_800), (5_000, 5_080)]
+        );
+        // Two late nodes without a fault: a quorum is still there.
+        assert_eq!(blocked(&stalls[..2], &[], 5, 10_000), vec![]);
+        // Three nodes: two down or late are too many.
+        assert_eq!(
+            blocked(&stalls[..1], &faults, 3, 10_000),
+            vec![(1_500, 1_800)]
+        );
+    }
+
+    #[test]
+    fn blocked_time_after_a_heal_does_not_count_against_the_resume() {
+        // Healed at 5 s, next grant at 8.6 s: late, unless a second of it was blocked.
+        let t = grants(&[100, 200, 8_600]);
+        let faults = [fault("n1", 1_000, 5_000)];
+        let r = recovery(&faults, &t, 20_000, true, &[]);
+        assert_eq!((r.heals, r.late, r.stalled_ms), (1, 1, 0), "{r:?}");
+        let r = recovery(&faults, &t, 20_000, true, &[(5_500, 6_500)]);
+        assert_eq!(
+            (r.heals, r.late, r.worst_resume_ms, r.stalled_ms),
+            (1, 0, Some(3_600), 1_000),
+            "{r:?}"
+        );
+        assert!(
+            r.describe().contains("up to 1000 ms between a heal"),
+            "{}",
+            r.describe()
+        );
+        // Blocked time elsewhere excuses nothing; a lock that never grants again is late
+        // whatever stalled in between.
+        let r = recovery(&faults, &t, 20_000, true, &[(200, 900), (9_000, 9_500)]);
+        assert_eq!((r.late, r.stalled_ms), (1, 0), "{r:?}");
+        let never = grants(&[100, 200]);
+        let r = recovery(&faults, &never, 20_000, true, &[(5_500, 6_500)]);
+        assert_eq!(
+            (r.heals, r.late, r.worst_resume_ms),
+            (1, 1, Some(4_000)),
+            "{r:?}"
+        );
+        // The window stretched past the run's end: judged only when no grant came at all.
+        let r = recovery(&faults, &never, 8_500, true, &[(5_500, 6_500)]);
+        assert_eq!(
+            (r.heals, r.late, r.worst_resume_ms),
+            (1, 1, Some(3_500)),
+            "{r:?}"
+        );
+        // Too little run after the heal for the limit: not judged.
+        let r = recovery(&faults, &never, 7_500, true, &[]);
+        assert_eq!(r.heals, 0, "{r:?}");
     }
 
     #[test]
     fn worker_faults_are_not_node_faults() {
         let t = grants(&[100, 5_000]);
-        let r = recovery(&[fault("w0", 1_000, 2_000)], &t, 10_000, true);
+        let r = recovery(&[fault("w0", 1_000, 2_000)], &t, 10_000, true, &[]);
         assert_eq!(
             (r.heals, r.fault_gap_ms, r.healthy_gap_ms),
             (0, None, Some(4_900))

@@ -142,7 +142,8 @@ pub enum WorkerEvent {
         renewal: Option<RenewalSeen>,
     },
     /// The worker, holding a lease, is about to stop itself (`SIGSTOP`; the runner resumes
-    /// it `resume_after_us` later) or, a task of a shared client, to sleep that long.
+    /// it no sooner than `resume_after_us` later, once a rival wrote: see
+    /// [`super::pause`]) or, a task of a shared client, to sleep that long.
     Pausing {
         /// Worker index.
         worker: usize,

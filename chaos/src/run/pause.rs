@@ -6,8 +6,12 @@
 //! Fault schedules on a timeline almost never hit it, so the worker draws (seeded) right
 //! after its validity check whether to pause, prints a [`WorkerEvent::Pausing`] line with
 //! the drawn length and sends itself `SIGSTOP`. A stopped process cannot wake itself, so the
-//! runner, reading that line, sends `SIGCONT` once the length has passed (see
-//! [`super::worker_proc`]), and on every exit path before that.
+//! runner, reading that line, sends `SIGCONT` once the length has passed *and* a rival of
+//! the same mode has written since the stop, or [`RIVAL_WAIT_TTLS`] × the TTL after it,
+//! whichever comes first (see [`super::worker_proc`]), and on every exit path before that.
+//! Waiting for the rival is the adversary's schedule — the pause that loses an update is the
+//! one during which someone else wrote — and it makes the loss a matter of the pause
+//! happening, not of how many sections a slow machine fits into a drawn length.
 //!
 //! Where a mode's workers share one client (`Clients::Shared`, in-process tasks) a pause
 //! is the task's own sleep instead ([`PauseBy::Sleep`]): one task of a process stuck (a
@@ -23,6 +27,13 @@ use rand::Rng;
 /// Pause lengths, as multiples of the TTL: always beyond the lease, so the paused write is
 /// stale, and short enough for tens of pauses per minute.
 pub const PAUSE_TTLS: (f64, f64) = (1.5, 3.0);
+
+/// The longest a stopped worker process is kept stopped waiting for a rival's write, as a
+/// multiple of the TTL (4 s at 200 ms): a rival that waits for the lock gets it one TTL
+/// after the stop and writes within a few round trips even on a slow machine; a mode none
+/// of whose workers can write (a fault that stops them all) does not keep one stopped for
+/// long.
+pub const RIVAL_WAIT_TTLS: f64 = 20.0;
 
 /// How often and how long a worker pauses while holding a lease.
 ///

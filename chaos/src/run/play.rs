@@ -33,7 +33,7 @@ use super::split;
 use super::suite;
 use super::verdict::{Promises, judge_quorum_probe, verdict_for};
 use super::worker_proc::{self, ProcessControl};
-use crate::checker::availability::{idle_fault_windows, recovery};
+use crate::checker::availability::{self, idle_fault_windows, recovery};
 use crate::checker::handoff;
 use crate::checker::history::OpKind;
 use crate::checker::leak;
@@ -461,12 +461,13 @@ pub(crate) async fn play(
         modes.insert(mode.name().to_owned(), m);
         timeline.insert(mode.name().to_owned(), t);
     }
+    let end_ms = u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
+    let blocked = availability::blocked(&watched_keys.stalls, &faults, env.cluster.nodes(), end_ms);
     for (name, m) in modes.iter_mut() {
         if let Some(t) = timeline.get(name) {
             m.idle_fault_windows = idle_fault_windows(&faults, t);
-            let end_ms = u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
             let minority = scenario.expectation == Expectation::SafeAndAvailable;
-            m.recovery = recovery(&faults, t, end_ms, minority);
+            m.recovery = recovery(&faults, t, end_ms, minority, &blocked);
         }
     }
     // Hand-offs inside one client: only where a mode's workers share one.

@@ -81,7 +81,8 @@ verdicts (chaos run; none, checked, write_only and claim_first run at once in ev
                                    claim_first lost 0; every mode: sections > 0; a lost update (client pauses): the
                                    lock holds as above; an exclusion violation (clock jumps): tokens still grow
                                    (not across amnesia within the TTL); the rest is reported
-  after every heal (safe and available, unavailable, the lock holds, tokens grow): a grant within 3 s
+  after every heal (safe and available, unavailable, the lock holds, tokens grow): a grant within 3 s, not
+                                   counting time the rig saw the machine stall or a quorum of nodes down or late
   every scenario, every mode: a renewed lease whose keys a quorum forgot hears it from its renewer, not only
                                    when its validity runs out (more than half a TTL after the keys were gone)
   every scenario, every mode: no key of a never-granted attempt left standing for 80 % of its TTL on a node
@@ -225,14 +226,15 @@ fn tokens_grow(check: &mut dyn FnMut(&str, bool, String), name: &str, m: &ModeRe
     );
 }
 
-/// Grants resumed within [`RESUME_LIMIT_MS`] of every heal that left that much run.
+/// Grants resumed within [`RESUME_LIMIT_MS`] of every heal that left that much run (time in
+/// which no lock could be granted not counted: [`crate::checker::availability::blocked`]).
 fn resumes(check: &mut dyn FnMut(&str, bool, String), name: &str, m: &ModeReport) {
     let r = &m.recovery;
     check(
         name,
         r.late == 0,
         format!(
-            "{name}: {} heals without a grant within {} ms (want 0: the lock must grant again once the fault is gone; {})",
+            "{name}: {} heals without a grant within {} ms in which one was possible (want 0: the lock must grant again once the fault is gone; {})",
             r.late,
             RESUME_LIMIT_MS,
             r.describe()

@@ -8,7 +8,8 @@
 //! - Parent side: [`spawn`] starts one child per worker and forwards its events;
 //!   [`ProcessControl`] is the nemesis's [`WorkerControl`]: a client stall is `SIGSTOP` of
 //!   the child, its heal `SIGCONT`. A child that paused itself ([`super::pause`]) is resumed
-//!   by [`spawn`]'s reader once the pause's length has passed. A child is killed (after a
+//!   by [`spawn`]'s reader once the pause's drawn length has passed and a rival of its mode
+//!   has written since it stopped (at most [`pause::RIVAL_WAIT_TTLS`] × the TTL). A child is killed (after a
 //!   `SIGCONT`, so it is not left stopped) whenever its handle is dropped: normal end,
 //!   error, Ctrl-C or panic.
 
@@ -25,12 +26,14 @@ use nix::unistd::Pid;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc::UnboundedSender;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::chaos_workload::{WorkerEvent, WorkerSpec, run_worker};
 use super::clock::ScenarioClock;
 use super::pause::{self, PauseBy, PausePlan};
 use super::record::ModeRecord;
+use crate::checker::history::{OpKind, OpOutcome};
 use crate::commands::parse_duration;
 use crate::lockut::{LockKind, LockUnderTest};
 use crate::nemesis::{WorkerControl, WorkerId};
@@ -226,6 +229,9 @@ struct Handle {
 pub struct ProcessControl {
     handles: Mutex<Vec<Handle>>,
     records: Arc<Mutex<Vec<ModeRecord>>>,
+    /// Per mode index: writes its workers reported accepted, so a paused worker's reader
+    /// sees when a rival has written.
+    writes: Mutex<Vec<Arc<watch::Sender<u64>>>>,
 }
 
 impl ProcessControl {
@@ -234,7 +240,17 @@ impl ProcessControl {
         ProcessControl {
             handles: Mutex::default(),
             records,
+            writes: Mutex::default(),
         }
+    }
+
+    /// Mode `mode`'s count of accepted writes.
+    fn writes(&self, mode: usize) -> Arc<watch::Sender<u64>> {
+        let mut writes = self.writes.lock().unwrap_or_else(|e| e.into_inner());
+        while writes.len() <= mode {
+            writes.push(Arc::new(watch::Sender::new(0)));
+        }
+        writes[mode].clone()
     }
 
     /// The pids of the worker processes still running.
@@ -281,10 +297,30 @@ impl WorkerControl for ProcessControl {
 /// anyway (a busy machine can deschedule it between the line and the signal).
 const STOP_WAIT: Duration = Duration::from_secs(2);
 
-/// Sleeps until `at`, or forever when there is nothing to wait for.
-async fn sleep_until_some(at: Option<tokio::time::Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
+/// Waits out a pause announced at `from` with drawn length `length`: that long, then until
+/// `writes` passes `seen` (a rival of the mode wrote while the child was stopped), at
+/// most until `from + longest`.
+///
+/// A pause only loses an update when another worker writes while it lasts. A drawn length
+/// alone made that a race against the machine's speed: on a slow CI machine `none`
+/// completed 7 sections in 12 s of `client-pause` on Docker, paused once, its rivals wrote
+/// nothing within the pause, and the canary was blind (2026-12-07).
+async fn pause_over(
+    from: tokio::time::Instant,
+    length: Duration,
+    longest: Duration,
+    mut writes: watch::Receiver<u64>,
+    seen: u64,
+) {
+    tokio::time::sleep_until(from + length).await;
+    let _ =
+        tokio::time::timeout_at(from + longest.max(length), writes.wait_for(|&n| n > seen)).await;
+}
+
+/// Waits for `pause`, or forever when there is none.
+async fn pause_ends(pause: &mut Option<BoxFuture<'static, ()>>) {
+    match pause {
+        Some(p) => p.await,
         None => std::future::pending().await,
     }
 }
@@ -400,20 +436,23 @@ pub fn spawn(
     let worker = spec.worker;
     let mut guarded = Guarded { child, alive };
     let pid = pid as i32;
+    let writes = control.writes(mode);
+    // The longest a pause waits for a rival's write.
+    let longest = spec.ttl.mul_f64(pause::RIVAL_WAIT_TTLS);
     Ok(async move {
         let mut lines = BufReader::new(stdout).lines();
         let mut ended = false;
-        // When to resume the child that paused itself (at most one pause at a time: a
-        // stopped child prints nothing more).
-        let mut resume_at: Option<tokio::time::Instant> = None;
+        // The pause of the child that stopped itself (at most one at a time: a stopped
+        // child prints nothing more).
+        let mut pause: Option<BoxFuture<'static, ()>> = None;
         // Bounded: the child stops by itself at `until`, closing stdout; `stop` cuts it short;
-        // a pause is bounded by its drawn length plus `STOP_WAIT`.
+        // a pause is bounded by `longest` (or its drawn length) plus `STOP_WAIT`.
         loop {
             let line = tokio::select! {
                 l = lines.next_line() => l,
-                () = sleep_until_some(resume_at) => {
+                () = pause_ends(&mut pause) => {
                     resume(pid, &guarded.alive).await;
-                    resume_at = None;
+                    pause = None;
                     let _ = events.send((mode, WorkerEvent::Resumed { worker, at_us: clock.us(tokio::time::Instant::now()) }));
                     continue;
                 }
@@ -427,14 +466,26 @@ pub fn spawn(
                     Ok(ev) => {
                         ended |=
                             matches!(ev, WorkerEvent::Done { .. } | WorkerEvent::Failed { .. });
-                        if let WorkerEvent::Pausing {
-                            resume_after_us, ..
-                        } = ev
-                        {
-                            resume_at = Some(
-                                tokio::time::Instant::now()
-                                    + Duration::from_micros(resume_after_us),
-                            );
+                        match &ev {
+                            WorkerEvent::Pausing {
+                                resume_after_us, ..
+                            } => {
+                                let rx = writes.subscribe();
+                                let seen = *rx.borrow();
+                                pause = Some(Box::pin(pause_over(
+                                    tokio::time::Instant::now(),
+                                    Duration::from_micros(*resume_after_us),
+                                    longest,
+                                    rx,
+                                    seen,
+                                )));
+                            }
+                            WorkerEvent::Op(op)
+                                if op.f == OpKind::Write && op.outcome == OpOutcome::Ok =>
+                            {
+                                writes.send_modify(|n| *n += 1);
+                            }
+                            _ => {}
                         }
                         let _ = events.send((mode, ev));
                     }
@@ -464,4 +515,43 @@ pub fn spawn(
             ));
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::time::Instant;
+
+    const LENGTH: Duration = Duration::from_millis(30);
+    const LONGEST: Duration = Duration::from_millis(600);
+
+    /// How long a pause announced now lasts when `write_after` (if any) a rival writes.
+    async fn lasts(write_after: Option<Duration>) -> Duration {
+        let writes = watch::Sender::new(5_u64);
+        let from = Instant::now();
+        let over = pause_over(from, LENGTH, LONGEST, writes.subscribe(), 5);
+        let rival = async {
+            if let Some(after) = write_after {
+                tokio::time::sleep(after).await;
+                writes.send_modify(|n| *n += 1);
+            }
+        };
+        futures::future::join(over, rival).await;
+        from.elapsed()
+    }
+
+    #[tokio::test]
+    async fn a_pause_lasts_its_length_then_until_a_rival_wrote() {
+        // No rival write: held to the longest.
+        assert!(lasts(None).await >= LONGEST);
+        // A write during the drawn length: the length is still served.
+        let early = lasts(Some(Duration::from_millis(5))).await;
+        assert!(early >= LENGTH && early < LONGEST, "{early:?}");
+        // A write after it: resumed on the write, well before the longest.
+        let late = lasts(Some(Duration::from_millis(120))).await;
+        assert!(
+            late >= Duration::from_millis(120) && late < LONGEST,
+            "{late:?}"
+        );
+    }
 }

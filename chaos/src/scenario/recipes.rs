@@ -272,7 +272,7 @@ pub fn builtins() -> Vec<Scenario> {
             pause_rate: CLIENT_PAUSE_RATE,
             ..scenario(
                 "client-pause",
-                "workers pause (SIGSTOP) right before their write, 1.5-3 × TTL, one in 5-15 sections",
+                "workers pause (SIGSTOP) right before their write, one in 5-15 sections, 1.5-3 × TTL and until a rival wrote",
                 MustShow(Anomaly::LostUpdate),
                 None,
             )
