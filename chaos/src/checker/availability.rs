@@ -121,7 +121,7 @@ pub fn blocked(
     nodes: usize,
     end_ms: u64,
 ) -> Vec<(u64, u64)> {
-    let too_many = nodes - (nodes / 2 + 1) + 1;
+    let too_many = nodes.saturating_sub(nodes / 2 + 1) + 1;
     let ms = |us: u64| us / 1000;
     let mut out: Vec<(u64, u64)> = stalls
         .iter()

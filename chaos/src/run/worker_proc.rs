@@ -312,9 +312,10 @@ async fn pause_over(
     mut writes: watch::Receiver<u64>,
     seen: u64,
 ) {
-    tokio::time::sleep_until(from + length).await;
-    let _ =
-        tokio::time::timeout_at(from + longest.max(length), writes.wait_for(|&n| n > seen)).await;
+    // A length past what an `Instant` holds (a child's nonsense) resumes at once.
+    let at = |d: Duration| from.checked_add(d).unwrap_or(from);
+    tokio::time::sleep_until(at(length)).await;
+    let _ = tokio::time::timeout_at(at(longest.max(length)), writes.wait_for(|&n| n > seen)).await;
 }
 
 /// Waits for `pause`, or forever when there is none.
