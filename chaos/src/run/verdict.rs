@@ -601,8 +601,17 @@ pub fn verdict_for(
                         );
                     } else {
                         // The rig's failure, not the lock's: it could not see.
+                        // What it had to see with: a pause that loses nothing (its
+                        // rivals never wrote) differs from no pause at all.
+                        let with = match anomaly {
+                            Anomaly::LostUpdate => format!(
+                                "; {} sections, {} pauses, {} stale writes",
+                                m.sections, m.pauses, m.stale_writes
+                            ),
+                            Anomaly::ExclusionViolation => format!("; {} sections", m.sections),
+                        };
                         blind = Some(format!(
-                            "unknown: {NONE} (the canary{}): the rig did not observe {} (want at least one: a blind rig judges nothing)",
+                            "unknown: {NONE} (the canary{}): the rig did not observe {} (want at least one: a blind rig judges nothing{with})",
                             on_lock(m),
                             anomaly.describe()
                         ));
@@ -1105,7 +1114,8 @@ mod tests {
         assert!(
             v.reasons
                 .iter()
-                .any(|r| r.contains("the rig did not observe a lost update")),
+                .any(|r| r.contains("the rig did not observe a lost update")
+                    && r.contains("10 sections, 0 pauses, 0 stale writes")),
             "{:?}",
             v.reasons
         );
