@@ -23,7 +23,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::checker::leak::Exempt;
-use crate::report::model::IDLE_FAULT_MIN_MS;
+use crate::report::model::{IDLE_FAULT_MIN_MS, target_node};
 use crate::report::{FaultWindow, ModeTimeline};
 
 /// Longest a mode may go from a heal to its next grant. Measured on this 2-core machine
@@ -88,7 +88,7 @@ impl Recovery {
     /// One line for the report.
     pub fn describe(&self) -> String {
         let ms = |v: Option<u64>| v.map_or_else(|| "-".into(), |v| format!("{v} ms"));
-        let stretched = if self.stalled_ms > 0 {
+        let not_counted = if self.stalled_ms > 0 {
             format!(
                 "; up to {} ms between a heal and its resume in which the machine stalled or a quorum of nodes was down or late (not counted)",
                 self.stalled_ms
@@ -97,7 +97,7 @@ impl Recovery {
             String::new()
         };
         format!(
-            "{} heals judged, {} without a grant within {} ms, slowest resume {}{}; longest gap in a minority fault {} (limit {} ms), healthy {}{stretched}",
+            "{} heals judged, {} without a grant within {} ms, slowest resume {}{}; longest gap in a minority fault {} (limit {} ms), healthy {}{not_counted}",
             self.heals,
             self.late,
             RESUME_LIMIT_MS,
@@ -123,27 +123,25 @@ pub fn blocked(
 ) -> Vec<(u64, u64)> {
     let too_many = nodes.saturating_sub(nodes / 2 + 1) + 1;
     let ms = |us: u64| us / 1000;
-    let mut out: Vec<(u64, u64)> = stalls
-        .iter()
-        .filter(|s| s.node.is_none())
-        .map(|s| (ms(s.from_us), ms(s.to_us.max(s.from_us))))
-        .collect();
+    let mut out: Vec<(u64, u64)> = Vec::new();
     // Each node's own unavailable stretches, merged so a node counts once.
+    let mut own: Vec<Vec<(u64, u64)>> = vec![Vec::new(); nodes];
+    for s in stalls {
+        let span = (ms(s.from_us), ms(s.to_us.max(s.from_us)));
+        match s.node {
+            None => out.push(span),
+            Some(n) => own.get_mut(n).into_iter().for_each(|o| o.push(span)),
+        }
+    }
+    for f in faults {
+        let span = (f.start_ms, f.end_ms.unwrap_or(end_ms).max(f.start_ms));
+        for n in f.targets.iter().filter_map(|t| target_node(t)) {
+            own.get_mut(n).into_iter().for_each(|o| o.push(span));
+        }
+    }
     let mut edges: Vec<(u64, i64)> = Vec::new();
-    for n in 0..nodes {
-        let name = format!("n{n}");
-        let mut own: Vec<(u64, u64)> = stalls
-            .iter()
-            .filter(|s| s.node == Some(n))
-            .map(|s| (ms(s.from_us), ms(s.to_us.max(s.from_us))))
-            .chain(
-                faults
-                    .iter()
-                    .filter(|f| f.targets.contains(&name))
-                    .map(|f| (f.start_ms, f.end_ms.unwrap_or(end_ms).max(f.start_ms))),
-            )
-            .collect();
-        for (a, b) in merge(&mut own) {
+    for mut spans in own {
+        for (a, b) in merge(&mut spans) {
             edges.push((a, 1));
             edges.push((b, -1));
         }

@@ -202,6 +202,11 @@ pub struct FaultWindow {
     pub end_ms: Option<u64>,
 }
 
+/// The node a fault target names (`n2` → 2); `None` for a worker or anything else.
+pub fn target_node(target: &str) -> Option<usize> {
+    target.strip_prefix('n')?.parse().ok()
+}
+
 /// The summary of one mode in one scenario.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ModeReport {

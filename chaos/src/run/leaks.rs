@@ -39,6 +39,7 @@ use super::cpu_stall::{self, Pids};
 use super::path_probe::{self, PathProbe};
 use crate::checker::leak::{self, Exempt, KeySample, exempt};
 use crate::report::FaultWindow;
+use crate::report::model::target_node;
 
 /// Between two reads of a node.
 pub const EVERY: Duration = Duration::from_millis(25);
@@ -261,11 +262,6 @@ async fn read(
     Ok((found, probed))
 }
 
-/// The node a fault target names (`n2` → 2); `None` for a worker or anything else.
-fn node_of(target: &str) -> Option<usize> {
-    target.strip_prefix('n')?.parse().ok()
-}
-
 /// Slack around a fault window when telling stalls of a fault from stalls of the machine:
 /// the recorded start and end of a fault are when the nemesis applied and healed it.
 pub const FAULT_SLACK: Duration = Duration::from_millis(100);
@@ -282,7 +278,11 @@ pub fn outside_faults(stalls: &[Exempt], faults: &[FaultWindow]) -> Vec<Exempt> 
         .filter(|s| {
             let Some(sn) = s.node else { return true };
             !faults.iter().any(|f| {
-                let on_node = f.targets.iter().filter_map(|t| node_of(t)).any(|n| sn == n);
+                let on_node = f
+                    .targets
+                    .iter()
+                    .filter_map(|t| target_node(t))
+                    .any(|n| sn == n);
                 let from = f.start_ms.saturating_mul(1000).saturating_sub(slack);
                 let to = f
                     .end_ms
@@ -311,7 +311,7 @@ pub fn exemptions(faults: &[FaultWindow]) -> Vec<Exempt> {
         };
         for t in &f.targets {
             // A worker (or anything else): every node.
-            let node = node_of(t);
+            let node = target_node(t);
             out.push(Exempt {
                 node,
                 from_us,
