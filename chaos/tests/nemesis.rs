@@ -61,11 +61,11 @@ fn one(fault: Fault, node: usize, start_ms: u64, end_ms: u64) -> ScheduledFault 
 #[test]
 fn schedules_are_deterministic_per_seed_and_differ_across_seeds() {
     let d = Duration::from_secs(60);
-    // Faults triggered by the workers themselves (pauses, amnesia on grants) are not on a
-    // schedule.
+    // Faults triggered by the workers themselves (pauses, amnesia on grants, late
+    // retirements) are not on a schedule.
     for s in SCENARIOS
         .iter()
-        .filter(|s| s.pause_rate == 0.0 && !s.amnesia_split)
+        .filter(|s| s.pause_rate == 0.0 && !s.amnesia_split && !s.late_retire)
     {
         let a = s.schedule(d, 5, 4, 42);
         assert_eq!(a, s.schedule(d, 5, 4, 42), "{}", s.name);
@@ -89,8 +89,8 @@ fn schedules_are_deterministic_per_seed_and_differ_across_seeds() {
             assert!(w[0].end <= w[1].start, "{}: overlapping windows", s.name);
         }
     }
-    assert_eq!(SCENARIOS.len(), 23);
-    for name in ["client-pause", "amnesia-split", "task-pause"] {
+    assert_eq!(SCENARIOS.len(), 24);
+    for name in ["client-pause", "amnesia-split", "task-pause", "retire-late"] {
         let s = find(name).expect(name);
         assert!(s.schedule(d, 5, 4, 42).faults.is_empty(), "{name}");
     }

@@ -465,6 +465,37 @@ fn a_file_may_proxy_worker_0_alone_and_set_its_own_ttl() {
 }
 
 #[test]
+fn a_late_retirement_needs_worker_0_alone_behind_the_proxies_and_no_worker_processes() {
+    let file_with = |extra: &str| {
+        format!(
+            "name = \"retire-late-file\"\nexpectation = \"safe-and-available\"\nlate_retire = true\n{extra}\ntimeline = []\n"
+        )
+    };
+    let s = file::parse(&file_with("proxied = \"first-worker\""), Format::Toml)
+        .expect("late_retire with first-worker")
+        .remove(0);
+    assert!(s.late_retire);
+    // The built-in, as a file, is the same scenario.
+    let builtin = find("retire-late").expect("retire-late");
+    assert!(builtin.late_retire && builtin.proxied == Proxied::FirstWorker);
+    for (extra, field, why) in [
+        ("", "proxied", "first-worker"),
+        (
+            "proxied = \"first-worker\"\npause_rate = 0.1",
+            "late_retire",
+            "pause_rate = 0",
+        ),
+        (
+            "proxied = \"first-worker\"\nwork = \"renewed\"",
+            "late_retire",
+            "renewer",
+        ),
+    ] {
+        refused_when_parsed(&file_with(extra), field, why);
+    }
+}
+
+#[test]
 fn a_timeline_entry_may_sit_at_shares_of_the_run_and_repeat() {
     let file_with = |entry: &str| {
         format!(

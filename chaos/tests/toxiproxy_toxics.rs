@@ -222,6 +222,31 @@ async fn latency_adds_up_across_streams_and_jitter_stays_in_range() {
     }
 }
 
+/// The rig's `retire-late` scenario adds a toxic, waits for the API's answer, then sends:
+/// the chunk must meet the toxic on a connection that was already open (the link's
+/// writer must take the toxic change before a chunk that arrived after it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_toxic_the_api_confirmed_applies_to_the_next_chunk() {
+    let rig = Rig::new().await;
+    let addr = rig.echo_proxy("p").await;
+    let mut s = TcpStream::connect(addr).await.expect("connect");
+    round_trip(&mut s, 10, FAST).await.expect("echo");
+    for i in 0..20 {
+        rig.toxic(
+            "p",
+            r#"{"name":"late","type":"latency","stream":"upstream","attributes":{"latency":60}}"#,
+        )
+        .await;
+        let took = round_trip(&mut s, 10, FAST).await.expect("echo");
+        let a = rig.call("DELETE", "/proxies/p/toxics/late", None).await;
+        assert_eq!(a.status, 204, "{}", a.text);
+        assert!(
+            took >= Duration::from_millis(60),
+            "round {i}: a chunk sent after the toxic was confirmed came back in {took:?} (want >= 60 ms)"
+        );
+    }
+}
+
 #[tokio::test]
 async fn slicer_delivers_everything_in_pieces() {
     let rig = Rig::new().await;

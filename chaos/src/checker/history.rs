@@ -25,6 +25,9 @@ pub enum OpKind {
     Extend,
     /// A release.
     Release,
+    /// A retirement of the fence counter, then a release (`late_retire` scenarios): it
+    /// completes once its requests have surely reached every node.
+    Retire,
     /// An unfenced read of the resource.
     Read,
     /// A claim-first read: the token stamped on the row, its state returned.

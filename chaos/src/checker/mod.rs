@@ -19,6 +19,8 @@
 //!   down: the lock must grant them (an off-by-one in "quorum still possible" does not).
 //! - [`renewal`]: whether a renewed lease whose keys a quorum forgot hears it from its
 //!   renewer, not only when its validity runs out.
+//! - [`retire`]: late fence retirements followed by a grant (what a `late_retire`
+//!   scenario needs to have seen).
 //! - [`lost`](mod@lost): lost updates by name, each with the write that erased it, replayed from the
 //!   resource's log.
 
@@ -32,6 +34,7 @@ pub mod lost;
 pub mod quorum_probe;
 pub mod renewal;
 pub mod report;
+pub mod retire;
 pub mod stale;
 pub mod truth;
 

@@ -153,6 +153,11 @@ async fn pump(
         loop {
             let deadline = active.close_deadline();
             tokio::select! {
+                // A toxic added before a chunk arrived applies to it: the API answers
+                // only after the list changed, so a client that adds a toxic and then
+                // sends may rely on it (both branches can be ready when this task runs
+                // late; unbiased, the chunk went first half the time).
+                biased;
                 changed = toxics.changed() => {
                     if changed.is_err() {
                         return Outcome::Close; // proxy gone

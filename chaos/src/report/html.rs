@@ -269,6 +269,7 @@ fn summary_table(out: &mut String, s: &ScenarioReport, modes: &[&str]) {
             // In the verdict's reasons, where judged.
             hand_offs: _,
             take_overs: _,
+            late_retirements: _,
         } = m;
         let resume = recovery
             .worst_resume_ms

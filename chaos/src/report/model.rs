@@ -305,6 +305,12 @@ pub struct ModeReport {
     /// past its validity stopped counting ([`crate::checker::handoff`]); empty elsewhere.
     #[serde(default)]
     pub take_overs: TakeOvers,
+    /// `late_retire` scenarios: worker 0's fence retirements that reached the nodes after
+    /// its keys expired (sent, then held at the proxies) and were followed by a grant —
+    /// each a chance for a lock that deletes a counter it no longer guards to hand out
+    /// token 1 again ([`crate::run::retire`]). Absent elsewhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub late_retirements: Option<u64>,
 }
 
 /// How often a renewed section reads its renewer's `status()` for

@@ -34,6 +34,7 @@ use tokio_util::sync::CancellationToken;
 use super::clock::ScenarioClock;
 use super::lease_watch::{LeaseWatch, RenewalSeen};
 use super::pause::{PauseBy, PausePlan};
+use super::retire::{self, LateRetire};
 use super::truth::TruthReader;
 use crate::checker::history::{Op, OpKind, OpOutcome};
 use crate::checker::truth::GrantTruth;
@@ -77,6 +78,9 @@ pub struct WorkerSpec {
     /// The nodes' admin URLs, in node order: each grant's keys are read there before its
     /// release ([`super::truth`]). Empty: no server truth.
     pub truth_urls: Vec<String>,
+    /// End each section with a late fence retirement instead of a release (worker 0 of a
+    /// `late_retire` scenario, our lock: [`super::retire`]).
+    pub late_retire: Option<LateRetire>,
 }
 
 /// How a grant's section ended.
@@ -431,6 +435,27 @@ impl Held<'_> {
             validity_cut_us: None,
             renewal: None,
         });
+        let lease = match (self.spec.late_retire.as_ref(), lease) {
+            (Some(late), Lease::Ours(l)) => match late.hold().await {
+                Ok(Some(path)) => {
+                    let invoke = Instant::now();
+                    let retired = l.retire_fence().await;
+                    let (result, said) = retire::outcome(&retired);
+                    let cleared = path.clear_after(invoke).await;
+                    let mut op = self.op(OpKind::Retire, result, invoke);
+                    op.error = Some(said);
+                    emit(WorkerEvent::Op(op));
+                    cleared?;
+                    return outcome.map(drop);
+                }
+                Ok(None) => Lease::Ours(l),
+                Err(e) => {
+                    let _ = lock.release(Lease::Ours(l)).await;
+                    return Err(e);
+                }
+            },
+            (_, lease) => lease,
+        };
         let invoke = Instant::now();
         // Not needed for safety: keys we could not delete expire with the TTL.
         let released = lock.release(lease).await;

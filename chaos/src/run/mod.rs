@@ -15,6 +15,8 @@
 //! - [`worker_proc`]: workers as `chaos worker` processes; client stalls as SIGSTOP.
 //! - [`pause`]: client pauses inside critical sections (a worker stops itself; the runner
 //!   resumes it).
+//! - [`retire`]: `late_retire` — worker 0's fence retirements held at the proxies until
+//!   its keys expired.
 //! - [`split`]: `amnesia-split` — a victim worker with a bare-majority view, and the node
 //!   restarted empty on its grants.
 //! - [`faults`]: the nemesis's records as the report's fault windows.
@@ -46,6 +48,7 @@ pub mod pause;
 pub mod play;
 pub mod quorum_probe;
 pub mod record;
+pub mod retire;
 pub mod split;
 pub mod suite;
 pub mod table;

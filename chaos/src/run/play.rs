@@ -29,9 +29,10 @@ use super::leaks;
 use super::pause::{PauseBy, PausePlan};
 use super::quorum_probe;
 use super::record::{FinalRead, ModeRecord};
+use super::retire::LateRetire;
 use super::split;
 use super::suite;
-use super::verdict::{Promises, judge_quorum_probe, verdict_for};
+use super::verdict::{Promises, judge_late_retire, judge_quorum_probe, verdict_for};
 use super::worker_proc::{self, ProcessControl};
 use crate::checker::availability::{self, idle_fault_windows, recovery};
 use crate::checker::handoff;
@@ -150,7 +151,7 @@ pub(crate) async fn play(
             ops: Vec::new(),
         }
     };
-    let missing = not_applicable(&*env.cluster, scenario, &schedule.faults);
+    let missing = not_applicable(&*env.cluster, env.cfg.lock, scenario, &schedule.faults);
     if !missing.is_empty() {
         let mut r = report(Vec::new(), Vec::new(), BTreeMap::new(), BTreeMap::new());
         r.verdict = Verdict {
@@ -499,6 +500,9 @@ pub(crate) async fn play(
     }
     let mut r = report(harness, faults, modes, timeline);
     judge_quorum_probe(&mut r.verdict, scenario.expectation, quorum_probe.as_ref());
+    if scenario.late_retire {
+        judge_late_retire(&mut r.verdict, &r.modes);
+    }
     r.quorum_probe = quorum_probe;
     r.history = Some(format!("history/{index:03}-{}.jsonl", scenario.name));
     r.ops = history;
@@ -555,6 +559,18 @@ async fn start_workers(
     let ttl = scenario_ttl(scenario, cfg.ttl);
     let (first_urls, other_urls) = views(scenario, &env.worker_urls, &env.admin_urls);
     let first_apart = first_urls != other_urls;
+    // One retirement holds worker 0's proxies at a time, across modes.
+    let late_retire = match (scenario.late_retire, env.cluster.proxy()) {
+        (true, Some(proxy)) => Some(LateRetire::new(
+            proxy.clone(),
+            (0..env.cluster.nodes())
+                .map(|n| env.cluster.proxy_name(NodeId(n)))
+                .collect(),
+            ttl,
+            LateRetire::turn(),
+        )),
+        _ => None,
+    };
     for (m, mode) in Mode::ALL.iter().enumerate() {
         if !runs_on(*mode, cfg.lock) {
             continue;
@@ -608,6 +624,9 @@ async fn start_workers(
                     PausePlan::for_ttl(scenario.pause_rate, ttl, PauseBy::for_workers(processes))
                 }),
                 truth_urls: env.admin_urls.clone(),
+                late_retire: late_retire
+                    .clone()
+                    .filter(|_| i == 0 && matches!(kind, LockKind::Ours | LockKind::OursGuarded)),
             };
             match lock {
                 None => {
@@ -670,6 +689,7 @@ pub(crate) fn views(
 /// not applicable, never played without its faults.
 pub(crate) fn not_applicable<C: Cluster>(
     cluster: &C,
+    lock: LockKind,
     scenario: &Scenario,
     faults: &[ScheduledFault],
 ) -> Vec<String> {
@@ -686,6 +706,12 @@ pub(crate) fn not_applicable<C: Cluster>(
             "not applicable: proxied = first-worker: this cluster has no proxies in front of its nodes"
                 .into(),
         ];
+    }
+    if scenario.late_retire && !matches!(lock, LockKind::Ours | LockKind::OursGuarded) {
+        return vec![format!(
+            "not applicable: late_retire retires fence counters, which only our lock does (--lock {} has no retire_fence)",
+            lock.name()
+        )];
     }
     if scenario.amnesia_split {
         asks.push((

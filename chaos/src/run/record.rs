@@ -373,6 +373,7 @@ impl ModeRecord {
             // Only where the workers share a client: filled in by the runner.
             hand_offs: Default::default(),
             take_overs: Default::default(),
+            late_retirements: checker::retire::late_retirements(&self.history),
         };
         Finished {
             report,

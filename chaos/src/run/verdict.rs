@@ -670,6 +670,41 @@ pub fn verdict_for(
     }
 }
 
+/// A `late_retire` scenario ([`crate::run::retire`]) judges the lock by the tokens of
+/// the grants after worker 0's late retirements: a run in which no retirement landed
+/// before a later grant, in any mode, saw nothing of what the scenario is for — unknown,
+/// never a pass. (Every mode's worker 0 shares the proxies, one retirement at a time, so
+/// a short run may give one mode none; the others' still judge the lock.) Said beside the
+/// other checks either way.
+pub fn judge_late_retire(v: &mut Verdict, modes: &BTreeMap<String, ModeReport>) {
+    let per_mode: Vec<String> = modes
+        .iter()
+        .map(|(name, m)| format!("{name} {}", m.late_retirements.unwrap_or(0)))
+        .collect();
+    let total: u64 = modes.values().filter_map(|m| m.late_retirements).sum();
+    let line = if total == 0 {
+        v.outcome = v.outcome.worst(Outcome::Unknown);
+        format!(
+            "unknown: no late fence retirement was followed by a grant ({}; want at least one: the tokens after one are what this scenario judges)",
+            per_mode.join(", ")
+        )
+    } else {
+        format!(
+            "ok: {total} late fence retirements followed by a grant ({}), the tokens judged above",
+            per_mode.join(", ")
+        )
+    };
+    let lines = [line];
+    let at = v
+        .reasons
+        .iter()
+        .position(|r| {
+            !(r.starts_with("ok:") || r.starts_with("FAILED:") || r.starts_with("harness:"))
+        })
+        .unwrap_or(v.reasons.len());
+    v.reasons.splice(at..at, lines);
+}
+
 /// Adds the quorum probe ([`crate::checker::quorum_probe`]) to `v`: judged where the
 /// expectation promises availability through a minority fault, reported elsewhere, and
 /// not mentioned when the probe did not run or found no window to probe.
@@ -730,6 +765,7 @@ mod tests {
             loss_heard: Default::default(),
             hand_offs: Default::default(),
             take_overs: Default::default(),
+            late_retirements: None,
             server_truth: TruthSummary {
                 read: sections,
                 margin_min_us: Some(3_000),
@@ -1102,6 +1138,60 @@ mod tests {
             verdict(Expectation::MayViolateFencingHolds, &fenced, &[], true).outcome,
             Outcome::Fail
         );
+    }
+
+    #[test]
+    fn a_late_retire_scenario_without_a_late_retirement_judges_nothing() {
+        let retired = |n: Option<u64>| ModeReport {
+            late_retirements: n,
+            ..mode(10, 0, 0, 0)
+        };
+        let all = |n: Option<u64>| -> BTreeMap<String, ModeReport> {
+            modes(retired(n), retired(n))
+                .into_keys()
+                .map(|k| (k, retired(n)))
+                .collect()
+        };
+        let e = Expectation::SafeAndAvailable;
+        // One mode without (none recorded, or none followed by a grant): the others judge.
+        let mut m = all(Some(3));
+        m.insert("checked".into(), retired(None));
+        m.insert("write_only".into(), retired(Some(0)));
+        let mut v = verdict(e, &m, &[], true);
+        judge_late_retire(&mut v, &m);
+        assert_eq!(v.outcome, Outcome::Pass, "{:?}", v.reasons);
+        assert!(
+            v.reasons.iter().any(|r| r
+                == "ok: 6 late fence retirements followed by a grant (checked 0, claim_first 3, none 3, write_only 0), the tokens judged above"),
+            "{:?}",
+            v.reasons
+        );
+        // None in any mode: unknown.
+        for missing in [None, Some(0)] {
+            let m = all(missing);
+            let mut v = verdict(e, &m, &[], true);
+            judge_late_retire(&mut v, &m);
+            assert_eq!(v.outcome, Outcome::Unknown, "{:?}", v.reasons);
+            assert!(
+                v.reasons
+                    .iter()
+                    .any(|r| r.starts_with("unknown: no late fence retirement was followed by a grant (checked 0, claim_first 0")),
+                "{:?}",
+                v.reasons
+            );
+        }
+        // A failed check stays a failure, even with nothing retired elsewhere.
+        let mut m = all(Some(0));
+        m.insert(
+            "none".into(),
+            ModeReport {
+                fence_regressions: 2,
+                ..retired(Some(4))
+            },
+        );
+        let mut v = verdict(e, &m, &[], true);
+        judge_late_retire(&mut v, &m);
+        assert_eq!(v.outcome, Outcome::Fail, "{:?}", v.reasons);
     }
 
     #[test]

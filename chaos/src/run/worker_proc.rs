@@ -117,6 +117,8 @@ impl WorkerArgs {
             seed: self.seed,
             until: self.until,
             truth_urls: self.truth_nodes.clone(),
+            // Refused with worker processes (`scenario::validate`).
+            late_retire: None,
             pause: (self.pause_rate > 0.0).then_some(PausePlan {
                 rate: self.pause_rate,
                 min: self.pause_min,

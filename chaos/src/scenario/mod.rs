@@ -124,6 +124,13 @@ pub struct Scenario {
     /// empty whenever such a worker is granted the lock (see [`crate::run::split`]).
     #[serde(default)]
     pub amnesia_split: bool,
+    /// A late fence retirement, driven by the workload: worker 0 of each mode (alone
+    /// through the proxies: `proxied = "first-worker"`) ends its sections with
+    /// `retire_fence`, whose requests the rig holds on the way to the nodes past the keys'
+    /// expiry; a correct lock's retirement then deletes nothing (see
+    /// [`crate::run::retire`]). Our lock only.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub late_retire: bool,
     /// Whether a mode's workers each have their own lock client (the default) or share one.
     #[serde(default)]
     pub clients: Clients,

@@ -95,6 +95,7 @@ fn scenario(name: &str, about: &str, expectation: Expectation, recipe: Option<Re
         work: Work::Run,
         pause_rate: 0.0,
         amnesia_split: false,
+        late_retire: false,
         clients: Clients::PerWorker,
         proxied: Proxied::All,
         ttl: None,
@@ -416,6 +417,20 @@ pub fn builtins() -> Vec<Scenario> {
             )
         },
         slow_client_race(),
+        // Worker 0 of each mode retires the fence counter at the end of every section it
+        // gets the path for, its requests held at the proxies until its keys are gone
+        // (`run::retire`): a retirement that deletes without checking the lock deletes
+        // the counters under the next holder, and the grant after starts again at 1.
+        Scenario {
+            proxied: Proxied::FirstWorker,
+            late_retire: true,
+            ..scenario(
+                "retire-late",
+                "worker 0 alone through the proxies ends its sections by retiring the fence counter, the requests held 1.5 × TTL at the proxies, past its keys' end: the retirement must then delete nothing, and tokens grow",
+                SafeAndAvailable,
+                None,
+            )
+        },
     ]
 }
 

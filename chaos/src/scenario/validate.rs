@@ -60,6 +60,9 @@ pub fn check(s: &Scenario) -> Result<(), SpecError> {
             "`amnesia_split` gives worker 0 its own view of the nodes already; use `proxied = \"all\"` with it",
         ));
     }
+    if s.late_retire {
+        check_late_retire(s)?;
+    }
     match (&s.recipe, &s.timeline) {
         (Some(_), Some(_)) => {
             return Err(SpecError::new(
@@ -80,6 +83,30 @@ pub fn check(s: &Scenario) -> Result<(), SpecError> {
     }
     for (i, t) in s.timeline.iter().flatten().enumerate() {
         check_timed(t).map_err(|e| e.within(&format!("timeline[{i}]")))?;
+    }
+    Ok(())
+}
+
+/// `late_retire` delays worker 0's requests at the proxies from inside the worker's task:
+/// worker 0 must be the only proxied client, and no worker may be a process of its own.
+fn check_late_retire(s: &Scenario) -> Result<(), SpecError> {
+    if s.proxied != Proxied::FirstWorker {
+        return Err(SpecError::new(
+            "proxied",
+            "`late_retire` delays worker 0's requests at the proxies, which must carry no other worker; use `proxied = \"first-worker\"` with it",
+        ));
+    }
+    if s.pause_rate > 0.0 || s.fault_kinds().any(FaultSpec::targets_workers) {
+        return Err(SpecError::new(
+            "late_retire",
+            "client pauses and stalls run workers as processes, which cannot drive the late retirement; set `pause_rate = 0` and leave out client stalls, or play them in a scenario of their own",
+        ));
+    }
+    if s.work == super::Work::Renewed {
+        return Err(SpecError::new(
+            "late_retire",
+            "a renewed section releases through its renewer and never retires; use another `work` with `late_retire`",
+        ));
     }
     Ok(())
 }

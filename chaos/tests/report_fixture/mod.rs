@@ -232,6 +232,7 @@ fn mode(
         loss_heard: Default::default(),
         hand_offs: Default::default(),
         take_overs: Default::default(),
+        late_retirements: None,
     };
     (m, t)
 }
