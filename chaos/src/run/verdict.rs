@@ -90,6 +90,8 @@ verdicts (chaos run; none, checked, write_only and claim_first run at once in ev
   every mode whose workers share one client (connection faults): of 10 or more releases that handed the lock to a
                                    sibling already waiting, with 100 ms of validity left, at least half granted the
                                    sibling before the released lease's validity end (a release frees its client)
+  late retirements (retire-late): at least one retirement, held past its keys' end, followed by a grant in some
+                                   mode (else unknown, exit 2); the tokens after it judged as above
   any: a worker or fault that failed, a fault left unhealed, an unread counter, an interruption -> unknown (exit 2)";
 
 /// The claim-first mode's key in [`ModeReport`] maps.
