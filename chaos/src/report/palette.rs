@@ -52,7 +52,8 @@ pub(crate) fn fault_color(kind: &str) -> &'static str {
         "kill" | "restart" | "amnesia" | "amnesia-restart" => "#7f7f7f",
         "freeze" | "pause" => "#9467bd",
         "partition" => "#8c564b",
-        "slow" | "latency" => "#17becf",
+        // A late retirement is one client's requests slowed.
+        "slow" | "latency" | "retire-late" => "#17becf",
         "clock-jump" | "clock-skew" | "clock" => "#bcbd22",
         "client-stall" | "stall" | "client-pause" | "task-pause" => "#e377c2",
         _ => "#a0a0a0",

@@ -29,7 +29,7 @@ use super::leaks;
 use super::pause::{PauseBy, PausePlan};
 use super::quorum_probe;
 use super::record::{FinalRead, ModeRecord};
-use super::retire::LateRetire;
+use super::retire::{self, LateRetire};
 use super::split;
 use super::suite;
 use super::verdict::{Promises, judge_late_retire, judge_quorum_probe, verdict_for};
@@ -441,6 +441,12 @@ pub(crate) async fn play(
         };
         let done = record.finish(mode.name(), end, &rates);
         harness.extend(done.anomalies);
+        // Late retirements are faults too: worker 0's own requests held at its proxies.
+        faults.extend(retire::fault_windows(
+            mode.name(),
+            &done.history,
+            scenario_ttl(scenario, env.cfg.ttl),
+        ));
         history.extend(done.history);
         let (mut m, t) = (done.report, done.timeline);
         m.lock = mode_lock(env.cfg.lock, scenario, *mode).name().into();
