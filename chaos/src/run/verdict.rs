@@ -92,7 +92,9 @@ verdicts (chaos run; none, checked, write_only and claim_first run at once in ev
                                    sibling before the released lease's validity end (a release frees its client)
   late retirements (retire-late): at least one retirement, held past its keys' end, followed by a grant in some
                                    mode (else unknown, exit 2); the tokens after it judged as above
-  any: a worker or fault that failed, a fault left unhealed, an unread counter, an interruption -> unknown (exit 2)";
+  any: a worker or fault that failed, a fault left unhealed, an unread counter, an interruption -> unknown (exit 2);
+                                   its liveness checks (sections, resumes, acquires felt) are then unknown too,
+                                   while overlaps, tokens and losses recorded are still judged";
 
 /// The claim-first mode's key in [`ModeReport`] maps.
 const CLAIM_FIRST: &str = "claim_first";
@@ -226,6 +228,28 @@ fn tokens_grow(check: &mut dyn FnMut(&str, bool, String), name: &str, m: &ModeRe
             m.fence_regressions
         ),
     );
+}
+
+/// A liveness check (sections completed, grants after heals, acquires that felt a majority
+/// loss): when the harness failed — a worker that could not start or stopped, a fault that
+/// could not be applied — the workload may not have run, so a miss says nothing of the
+/// lock: unknown, never a failure. Safety checks (overlaps, tokens, losses) stay judged:
+/// what was recorded happened.
+fn live(
+    check: &mut dyn FnMut(&str, bool, String),
+    unjudged: &mut Vec<String>,
+    harness_failed: bool,
+    mode: &str,
+    ok: bool,
+    text: String,
+) {
+    if !ok && harness_failed {
+        unjudged.push(format!(
+            "unknown: {text} (not judged: the harness failed, so the workload may not have run)"
+        ));
+    } else {
+        check(mode, ok, text);
+    }
 }
 
 /// Grants resumed within [`RESUME_LIMIT_MS`] of every heal that left that much run (time in
@@ -441,6 +465,9 @@ pub fn verdict_for(
     };
     // Reported numbers go after the checks' reasons.
     let mut notes: Vec<String> = Vec::new();
+    // Liveness checks missed while the harness failed (see `live`).
+    let harness_failed = !harness.is_empty();
+    let mut unjudged: Vec<String> = Vec::new();
     let mut blind: Option<String> = None;
     if !fenced {
         notes.push(
@@ -485,7 +512,11 @@ pub fn verdict_for(
                     }
                     Some(lost) => check(name, lost <= 0, format!("{name}: lost {lost} (want 0)")),
                 }
-                resumes(&mut check, name, m);
+                resumes(
+                    &mut |n: &str, ok, t| live(&mut check, &mut unjudged, harness_failed, n, ok, t),
+                    name,
+                    m,
+                );
                 if expectation == Expectation::SafeAndAvailable {
                     // Reported against its limit, not judged: with two nodes of five down
                     // the lock needs every one of the other three, and on a busy machine
@@ -502,7 +533,10 @@ pub fn verdict_for(
                             GAP_FLOOR_MS,
                         ));
                     }
-                    check(
+                    live(
+                        &mut check,
+                        &mut unjudged,
+                        harness_failed,
                         name,
                         m.sections > 0,
                         format!(
@@ -510,7 +544,10 @@ pub fn verdict_for(
                             m.sections
                         ),
                     );
-                    check(
+                    live(
+                        &mut check,
+                        &mut unjudged,
+                        harness_failed,
                         name,
                         m.idle_fault_windows == 0,
                         format!(
@@ -520,7 +557,10 @@ pub fn verdict_for(
                         ),
                     );
                 } else {
-                    check(
+                    live(
+                        &mut check,
+                        &mut unjudged,
+                        harness_failed,
                         name,
                         m.acquire_errors > 0,
                         format!(
@@ -534,7 +574,11 @@ pub fn verdict_for(
         Expectation::LockHolds => {
             lock_holds(&mut check, modes, Holds::Keys);
             for (name, m) in modes {
-                resumes(&mut check, name, m);
+                resumes(
+                    &mut |n: &str, ok, t| live(&mut check, &mut unjudged, harness_failed, n, ok, t),
+                    name,
+                    m,
+                );
             }
             claim_first_loses_nothing(&mut check);
             for (name, m) in modes.iter().filter(|(n, _)| *n != CLAIM_FIRST) {
@@ -547,7 +591,11 @@ pub fn verdict_for(
             }
             for (name, m) in modes {
                 tokens_grow(&mut check, name, m);
-                resumes(&mut check, name, m);
+                resumes(
+                    &mut |n: &str, ok, t| live(&mut check, &mut unjudged, harness_failed, n, ok, t),
+                    name,
+                    m,
+                );
             }
             claim_first_loses_nothing(&mut check);
             for (name, m) in modes.iter().filter(|(n, _)| *n != CLAIM_FIRST) {
@@ -573,7 +621,10 @@ pub fn verdict_for(
             for (name, m) in modes {
                 // A mode that never completed a section had nothing to show: say so
                 // rather than only "did not observe".
-                check(
+                live(
+                    &mut check,
+                    &mut unjudged,
+                    harness_failed,
                     name,
                     m.sections > 0,
                     format!(
@@ -663,6 +714,10 @@ pub fn verdict_for(
     if let Some(b) = blind {
         outcome = outcome.worst(Outcome::Unknown);
         reasons.push(b);
+    }
+    if !unjudged.is_empty() {
+        outcome = outcome.worst(Outcome::Unknown);
+        reasons.extend(unjudged);
     }
     reasons.extend(notes);
     Verdict {
@@ -1140,6 +1195,40 @@ mod tests {
             verdict(Expectation::MayViolateFencingHolds, &fenced, &[], true).outcome,
             Outcome::Fail
         );
+    }
+
+    #[test]
+    fn a_harness_failure_leaves_liveness_unknown_and_safety_judged() {
+        // The worker processes never started (no chaos binary): nothing ran.
+        let harness = ["none: only 0 of 3 workers reported their end".to_owned()];
+        let idle = modes(mode(0, 0, 0, 0), mode(0, 0, 0, 0));
+        for e in Expectation::ALL {
+            let v = verdict(e, &idle, &harness, true);
+            assert_eq!(v.outcome, Outcome::Unknown, "{e}: {:?}", v.reasons);
+            assert!(
+                !v.reasons.iter().any(|r| r.starts_with("FAILED:")),
+                "{e}: {:?}",
+                v.reasons
+            );
+        }
+        let v = verdict(Expectation::SafeAndAvailable, &idle, &harness, true);
+        assert!(
+            v.reasons.iter().any(|r| r
+                == "unknown: none: 0 sections completed (want > 0: available) (not judged: the harness failed, so the workload may not have run)"),
+            "{:?}",
+            v.reasons
+        );
+        // What was recorded happened: an overlap still fails the lock.
+        let v = verdict(
+            Expectation::SafeAndAvailable,
+            &modes(mode(0, 0, 1, 0), mode(0, 0, 0, 0)),
+            &harness,
+            true,
+        );
+        assert_eq!(v.outcome, Outcome::Fail, "{:?}", v.reasons);
+        // Without a harness failure, no sections is the lock's.
+        let v = verdict(Expectation::SafeAndAvailable, &idle, &[], true);
+        assert_eq!(v.outcome, Outcome::Fail, "{:?}", v.reasons);
     }
 
     #[test]
