@@ -68,6 +68,12 @@ impl LockKind {
         !matches!(self, LockKind::Rslock)
     }
 
+    /// Whether it can retire a fence counter (`retire_fence`, ours only): what a
+    /// `late_retire` scenario needs ([`crate::run::retire`]).
+    pub fn retires(self) -> bool {
+        matches!(self, LockKind::Ours | LockKind::OursGuarded)
+    }
+
     /// Whether it claims to keep holders apart through a node's amnesia and clock jumps
     /// (see [`LockKind::OursGuarded`]).
     pub fn guarded(self) -> bool {

@@ -630,9 +630,7 @@ async fn start_workers(
                     PausePlan::for_ttl(scenario.pause_rate, ttl, PauseBy::for_workers(processes))
                 }),
                 truth_urls: env.admin_urls.clone(),
-                late_retire: late_retire
-                    .clone()
-                    .filter(|_| i == 0 && matches!(kind, LockKind::Ours | LockKind::OursGuarded)),
+                late_retire: late_retire.clone().filter(|_| i == 0 && kind.retires()),
             };
             match lock {
                 None => {
@@ -713,7 +711,7 @@ pub(crate) fn not_applicable<C: Cluster>(
                 .into(),
         ];
     }
-    if scenario.late_retire && !matches!(lock, LockKind::Ours | LockKind::OursGuarded) {
+    if scenario.late_retire && !lock.retires() {
         return vec![format!(
             "not applicable: late_retire retires fence counters, which only our lock does (--lock {} has no retire_fence)",
             lock.name()
