@@ -751,7 +751,11 @@ pub fn judge_late_retire(v: &mut Verdict, modes: &BTreeMap<String, ModeReport>) 
             per_mode.join(", ")
         )
     };
-    let lines = [line];
+    beside_the_checks(v, line);
+}
+
+/// Adds `line` to `v`'s reasons after its checks, before the reported numbers.
+fn beside_the_checks(v: &mut Verdict, line: String) {
     let at = v
         .reasons
         .iter()
@@ -759,7 +763,7 @@ pub fn judge_late_retire(v: &mut Verdict, modes: &BTreeMap<String, ModeReport>) 
             !(r.starts_with("ok:") || r.starts_with("FAILED:") || r.starts_with("harness:"))
         })
         .unwrap_or(v.reasons.len());
-    v.reasons.splice(at..at, lines);
+    v.reasons.insert(at, line);
 }
 
 /// Adds the quorum probe ([`crate::checker::quorum_probe`]) to `v`: judged where the
@@ -777,15 +781,7 @@ pub fn judge_quorum_probe(v: &mut Verdict, expectation: Expectation, probe: Opti
         v.outcome = v.outcome.worst(Outcome::Fail);
         format!("FAILED: {}", p.describe())
     };
-    // Beside the other checks, before the reported numbers.
-    let at = v
-        .reasons
-        .iter()
-        .position(|r| {
-            !(r.starts_with("ok:") || r.starts_with("FAILED:") || r.starts_with("harness:"))
-        })
-        .unwrap_or(v.reasons.len());
-    v.reasons.insert(at, line);
+    beside_the_checks(v, line);
 }
 
 #[cfg(test)]
