@@ -565,3 +565,32 @@ async fn external_toxiproxy_plan_and_attach() {
     assert!(client.proxies().await.expect("proxies").is_empty());
     server.shutdown().await.expect("shutdown");
 }
+
+/// A forget on a node that stalls for longer than the redis client's own limits (1 s to
+/// connect, 500 ms a reply), but within the forget's 2 s deadline, is still carried out (a
+/// harness error before: `DEL: timed out` left `slow-client-race` unknown on a busy Docker
+/// run). The node is frozen before the forget connects, so the stall lands on the connect.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forget_waits_out_a_stall_within_its_deadline() {
+    let c = LocalCluster::up(ClusterSpec::new(Flavour::Valkey, 1))
+        .await
+        .expect("up");
+    let url = c.admin_url(NodeId(0)).expect("admin url");
+    let space = redlock_chaos::nemesis::forget::key_space(c.run_id());
+    let lock = format!("{space}forgotten:none");
+    set_ex(&url, &lock, "token", 600).await;
+    c.freeze(NodeId(0)).await.expect("freeze");
+    let c = Arc::new(c);
+    let thaw = {
+        let c = c.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(1_400)).await;
+            c.thaw(NodeId(0)).await.expect("thaw");
+        })
+    };
+    let forgot = redlock_chaos::nemesis::forget::forget(&url, c.run_id()).await;
+    thaw.await.expect("thawed");
+    assert_eq!(forgot, Ok(1), "the key was to be forgotten");
+    assert_eq!(get(&url, &lock).await, None);
+    c.down().await.expect("down");
+}

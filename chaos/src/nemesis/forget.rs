@@ -52,8 +52,14 @@ pub async fn forget(url: &str, run_id: &str) -> Result<u64, String> {
 
 async fn forget_all(url: &str, pattern: &str) -> Result<u64, String> {
     let client = redis::Client::open(url).map_err(|e| format!("{url}: {e}"))?;
+    // The whole forget has DEADLINE; the client's own limits (500 ms a reply) failed a
+    // forget on a busy machine that the deadline allowed: `DEL: timed out`, a harness
+    // error that left `slow-client-race` unknown (2026-12-07, Docker, 1 of ~1,900 forgets).
+    let config = redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(DEADLINE))
+        .set_response_timeout(Some(DEADLINE));
     let mut conn = client
-        .get_multiplexed_async_connection()
+        .get_multiplexed_async_connection_with_config(&config)
         .await
         .map_err(|e| format!("{url}: {e}"))?;
     let (mut cursor, mut deleted) = (0u64, 0u64);
