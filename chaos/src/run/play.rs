@@ -573,7 +573,6 @@ async fn start_workers(
                 .map(|n| env.cluster.proxy_name(NodeId(n)))
                 .collect(),
             ttl,
-            LateRetire::turn(),
         )),
         _ => None,
     };

@@ -56,21 +56,16 @@ pub struct LateRetire {
 
 impl LateRetire {
     /// Retirements through `proxies` (one per node) of the API at `proxy`, for leases of
-    /// `ttl`; `turn` is shared by every worker of the run.
-    pub fn new(proxy: Client, proxies: Vec<String>, ttl: Duration, turn: Arc<Mutex<()>>) -> Self {
+    /// `ttl`; its clones, one per mode's worker 0, share one turn.
+    pub fn new(proxy: Client, proxies: Vec<String>, ttl: Duration) -> Self {
         LateRetire {
             proxy,
             proxies: proxies.into(),
             hold: hold_for(ttl),
             // Past the hold, for everything sent in the call to have passed.
             settle: ttl / 4,
-            turn,
+            turn: Arc::new(Mutex::new(())),
         }
-    }
-
-    /// A fresh turn for one run's workers.
-    pub fn turn() -> Arc<Mutex<()>> {
-        Arc::new(Mutex::new(()))
     }
 
     /// Takes the path and holds every node's requests: `Ok(None)` when another worker's
@@ -124,19 +119,24 @@ impl HeldPath {
     }
 
     async fn clear(&mut self) -> Result<(), String> {
-        let mut first_error = None;
-        for name in std::mem::take(&mut self.added) {
-            match self.late.proxy.remove_toxic(&name, TOXIC).await {
-                Err(e) if !e.is_not_found() && first_error.is_none() => {
-                    first_error = Some(format!(
-                        "late retirement: take the toxic off proxy {name}: {e}"
-                    ));
-                }
-                _ => {}
-            }
-        }
-        first_error.map_or(Ok(()), Err)
+        remove(&self.late.proxy, std::mem::take(&mut self.added)).await
     }
+}
+
+/// Takes the toxic off every proxy of `names` (one already gone is fine); the first error.
+async fn remove(proxy: &Client, names: Vec<String>) -> Result<(), String> {
+    let mut first_error = None;
+    for name in names {
+        match proxy.remove_toxic(&name, TOXIC).await {
+            Err(e) if !e.is_not_found() && first_error.is_none() => {
+                first_error = Some(format!(
+                    "late retirement: take the toxic off proxy {name}: {e}"
+                ));
+            }
+            _ => {}
+        }
+    }
+    first_error.map_or(Ok(()), Err)
 }
 
 impl Drop for HeldPath {
@@ -147,11 +147,7 @@ impl Drop for HeldPath {
         // A run stopped mid-retirement: the proxies outlive the worker.
         let (proxy, added) = (self.late.proxy.clone(), std::mem::take(&mut self.added));
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            rt.spawn(async move {
-                for name in added {
-                    let _ = proxy.remove_toxic(&name, TOXIC).await;
-                }
-            });
+            rt.spawn(async move { remove(&proxy, added).await });
         }
     }
 }

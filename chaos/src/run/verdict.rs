@@ -230,33 +230,46 @@ fn tokens_grow(check: &mut dyn FnMut(&str, bool, String), name: &str, m: &ModeRe
     );
 }
 
-/// A liveness check (sections completed, grants after heals, acquires that felt a majority
-/// loss): when the harness failed — a worker that could not start or stopped, a fault that
-/// could not be applied — the workload may not have run, so a miss says nothing of the
-/// lock: unknown, never a failure. Safety checks (overlaps, tokens, losses) stay judged:
-/// what was recorded happened.
-fn live(
-    check: &mut dyn FnMut(&str, bool, String),
-    unjudged: &mut Vec<String>,
+/// The liveness checks of one verdict (sections completed, grants after heals, acquires
+/// that felt a majority loss): when the harness failed — a worker that could not start or
+/// stopped, a fault that could not be applied — the workload may not have run, so a miss
+/// says nothing of the lock: unknown, never a failure. Safety checks (overlaps, tokens,
+/// losses) stay judged: what was recorded happened.
+struct Liveness {
     harness_failed: bool,
-    mode: &str,
-    ok: bool,
-    text: String,
-) {
-    if !ok && harness_failed {
-        unjudged.push(format!(
-            "unknown: {text} (not judged: the harness failed, so the workload may not have run)"
-        ));
-    } else {
-        check(mode, ok, text);
+    /// The misses not judged, as reasons.
+    unjudged: Vec<String>,
+}
+
+impl Liveness {
+    fn check(
+        &mut self,
+        check: &mut dyn FnMut(&str, bool, String),
+        mode: &str,
+        ok: bool,
+        text: String,
+    ) {
+        if !ok && self.harness_failed {
+            self.unjudged.push(format!(
+                "unknown: {text} (not judged: the harness failed, so the workload may not have run)"
+            ));
+        } else {
+            check(mode, ok, text);
+        }
     }
 }
 
 /// Grants resumed within [`RESUME_LIMIT_MS`] of every heal that left that much run (time in
 /// which no lock could be granted not counted: [`crate::checker::availability::blocked`]).
-fn resumes(check: &mut dyn FnMut(&str, bool, String), name: &str, m: &ModeReport) {
+fn resumes(
+    check: &mut dyn FnMut(&str, bool, String),
+    live: &mut Liveness,
+    name: &str,
+    m: &ModeReport,
+) {
     let r = &m.recovery;
-    check(
+    live.check(
+        check,
         name,
         r.late == 0,
         format!(
@@ -465,9 +478,10 @@ pub fn verdict_for(
     };
     // Reported numbers go after the checks' reasons.
     let mut notes: Vec<String> = Vec::new();
-    // Liveness checks missed while the harness failed (see `live`).
-    let harness_failed = !harness.is_empty();
-    let mut unjudged: Vec<String> = Vec::new();
+    let mut live = Liveness {
+        harness_failed: !harness.is_empty(),
+        unjudged: Vec::new(),
+    };
     let mut blind: Option<String> = None;
     if !fenced {
         notes.push(
@@ -512,11 +526,7 @@ pub fn verdict_for(
                     }
                     Some(lost) => check(name, lost <= 0, format!("{name}: lost {lost} (want 0)")),
                 }
-                resumes(
-                    &mut |n: &str, ok, t| live(&mut check, &mut unjudged, harness_failed, n, ok, t),
-                    name,
-                    m,
-                );
+                resumes(&mut check, &mut live, name, m);
                 if expectation == Expectation::SafeAndAvailable {
                     // Reported against its limit, not judged: with two nodes of five down
                     // the lock needs every one of the other three, and on a busy machine
@@ -533,10 +543,8 @@ pub fn verdict_for(
                             GAP_FLOOR_MS,
                         ));
                     }
-                    live(
+                    live.check(
                         &mut check,
-                        &mut unjudged,
-                        harness_failed,
                         name,
                         m.sections > 0,
                         format!(
@@ -544,10 +552,8 @@ pub fn verdict_for(
                             m.sections
                         ),
                     );
-                    live(
+                    live.check(
                         &mut check,
-                        &mut unjudged,
-                        harness_failed,
                         name,
                         m.idle_fault_windows == 0,
                         format!(
@@ -557,10 +563,8 @@ pub fn verdict_for(
                         ),
                     );
                 } else {
-                    live(
+                    live.check(
                         &mut check,
-                        &mut unjudged,
-                        harness_failed,
                         name,
                         m.acquire_errors > 0,
                         format!(
@@ -574,11 +578,7 @@ pub fn verdict_for(
         Expectation::LockHolds => {
             lock_holds(&mut check, modes, Holds::Keys);
             for (name, m) in modes {
-                resumes(
-                    &mut |n: &str, ok, t| live(&mut check, &mut unjudged, harness_failed, n, ok, t),
-                    name,
-                    m,
-                );
+                resumes(&mut check, &mut live, name, m);
             }
             claim_first_loses_nothing(&mut check);
             for (name, m) in modes.iter().filter(|(n, _)| *n != CLAIM_FIRST) {
@@ -591,11 +591,7 @@ pub fn verdict_for(
             }
             for (name, m) in modes {
                 tokens_grow(&mut check, name, m);
-                resumes(
-                    &mut |n: &str, ok, t| live(&mut check, &mut unjudged, harness_failed, n, ok, t),
-                    name,
-                    m,
-                );
+                resumes(&mut check, &mut live, name, m);
             }
             claim_first_loses_nothing(&mut check);
             for (name, m) in modes.iter().filter(|(n, _)| *n != CLAIM_FIRST) {
@@ -621,10 +617,8 @@ pub fn verdict_for(
             for (name, m) in modes {
                 // A mode that never completed a section had nothing to show: say so
                 // rather than only "did not observe".
-                live(
+                live.check(
                     &mut check,
-                    &mut unjudged,
-                    harness_failed,
                     name,
                     m.sections > 0,
                     format!(
@@ -715,9 +709,9 @@ pub fn verdict_for(
         outcome = outcome.worst(Outcome::Unknown);
         reasons.push(b);
     }
-    if !unjudged.is_empty() {
+    if !live.unjudged.is_empty() {
         outcome = outcome.worst(Outcome::Unknown);
-        reasons.extend(unjudged);
+        reasons.extend(live.unjudged);
     }
     reasons.extend(notes);
     Verdict {
