@@ -66,7 +66,7 @@ use crate::conn::Conn;
 use crate::dialect::Dialect;
 use crate::durable::Durability;
 use crate::error::NodeError;
-use crate::quarantine::{Guards, Incarnation, Restarts, ServerInfo};
+use crate::quarantine::{Guards, Incarnation, Lengths, Restarts, ServerInfo};
 use crate::room::Room;
 
 /// Whether a server has a native compare-and-delete, detected once per node.
@@ -178,6 +178,8 @@ pub(crate) struct Node {
     incarnation: Incarnation,
     /// Told of every restart this node sees.
     restarts: Arc<Restarts>,
+    /// The quarantine lengths in use, and since when (shared by the client's nodes).
+    lengths: Arc<Lengths>,
     /// One permit per call in flight (see [`MAX_IN_FLIGHT`]).
     in_flight: Arc<tokio::sync::Semaphore>,
 }
@@ -196,6 +198,7 @@ impl Node {
         settings: &Settings,
         servers: Arc<ServerIds>,
         restarts: Arc<Restarts>,
+        lengths: Arc<Lengths>,
     ) -> Self {
         let info = client.get_connection_info();
         let addr = info.addr().to_string();
@@ -223,6 +226,7 @@ impl Node {
             connect_budget,
             incarnation: Incarnation::default(),
             restarts,
+            lengths,
             in_flight: Arc::new(tokio::sync::Semaphore::new(MAX_IN_FLIGHT)),
         }
     }
@@ -356,7 +360,10 @@ impl Node {
     ) -> Result<Option<(T, u64)>, NodeError> {
         match (answer, guards) {
             (Ok(Some((v, epoch))), Some(guards)) => {
-                match self.incarnation.vote_counts(epoch, Instant::now(), guards) {
+                match self
+                    .incarnation
+                    .vote_counts(epoch, Instant::now(), guards, &self.lengths)
+                {
                     Ok(()) => Ok(Some((v, epoch))),
                     Err(e) => {
                         crate::metrics::quarantined_vote(&self.addr);
@@ -485,6 +492,7 @@ impl Node {
     async fn connect(client: Client, config: AsyncConnectionConfig, budget: Duration) -> Connected {
         let attempt = async {
             let mut conn = Conn::connect(&client, &config).await?;
+            let asked_at = Instant::now();
             let text = redis::cmd("INFO")
                 .arg("server")
                 .query_async::<String>(&mut conn)
@@ -492,7 +500,7 @@ impl Node {
                 .ok();
             let info = text
                 .as_deref()
-                .map(|info| ServerInfo::parse(info, Instant::now()));
+                .map(|info| ServerInfo::parse(info, asked_at, Instant::now()));
             let dialect = text.as_deref().map(Dialect::of).unwrap_or_default();
             Ok((conn, info, dialect))
         };
@@ -607,9 +615,9 @@ impl Node {
         Fut: Future<Output = RedisResult<T>>,
     {
         let mut gate = self.conn.lock().await;
-        let (generation, conn, epoch) = self.connection(&mut gate).await?;
+        let (generation, conn, conn_epoch) = self.connection(&mut gate).await?;
         // Read in the gate: a jump seen later leaves this call in the old epoch.
-        let epoch = self.incarnation.sending(epoch);
+        let epoch = self.incarnation.sending(conn_epoch);
         // Waited for in the gate, so calls keep their order when the limit is reached;
         // held until the reply, so the channel always has room for this request (and its
         // `TIME` and `WAITAOF`).
@@ -663,6 +671,11 @@ impl Node {
             Poll::Ready(r) => r,
             Poll::Pending => request.await,
         };
+        if result.is_ok() {
+            // The server of this connection was up after `sent`: a restart found later
+            // cannot have come before (see `quarantine`, "fails closed").
+            self.incarnation.answered(conn_epoch, sent);
+        }
         let result = match (result, clock, clock_first) {
             (Ok(v), Some(c), Some(first)) => {
                 let time = match first {
