@@ -117,7 +117,7 @@ pub async fn wipe_on_victim_grants(
                     Mode::ALL.get(mode).map_or("?", |m| m.name()),
                     (end - start).as_millis()
                 ),
-                targets: vec![node.to_string()],
+                targets: vec![node.target()],
                 start_ms: u64::try_from(start.as_millis()).unwrap_or(u64::MAX),
                 end_ms: Some(u64::try_from(end.as_millis()).unwrap_or(u64::MAX)),
             }),
@@ -153,6 +153,12 @@ mod tests {
         assert_eq!(view[3], unreachable(3));
         assert_ne!(view[3], view[4]);
         assert_eq!(wiped_node(5), NodeId(2));
+        // Its restarts are written as the report's schema spells a node (`n2`), which the
+        // leak check reads back to exempt that node alone (it once wrote `node 2`, which
+        // exempted every node and failed the published schema).
+        let target = wiped_node(5).target();
+        assert_eq!(target, "n2");
+        assert_eq!(crate::report::target_node(&target), Some(2));
         // The wiped node and the ones the victim cannot reach are a quorum.
         assert_eq!(1 + (5 - quorum(5)), quorum(5));
     }
