@@ -142,8 +142,17 @@ impl RenewingLease {
             .interval
             .unwrap_or_else(|| lease.ttl().checked_div(3).unwrap_or(Duration::ZERO))
             .max(Duration::from_millis(1));
-        let (status_tx, status) = watch::channel(LeaseStatus::Held {
-            valid_until: lease.valid_until(),
+        // Subscribed before the lease's votes are checked: a restart seen after the check
+        // wakes the renewer, one seen before it (by any call of this client, before or
+        // after the lease was handed over) is in the check. The holder hears of a void
+        // lease at once, not at the first renewal.
+        let restarts = lease.client().shared().restarts();
+        let (status_tx, status) = watch::channel(if lease.restart_voided() {
+            LeaseStatus::Lost(lease.void_reason())
+        } else {
+            LeaseStatus::Held {
+                valid_until: lease.valid_until(),
+            }
         });
         let (stop, stopped) = oneshot::channel();
         let resource = lease.resource().to_owned();
@@ -169,6 +178,7 @@ impl RenewingLease {
                 lease,
                 interval,
                 options.max_hold,
+                restarts,
                 status_tx,
                 stopped,
                 shared.closing().clone(),
@@ -333,6 +343,7 @@ async fn renew_loop(
     mut lease: Lease,
     interval: Duration,
     max_hold: Option<Duration>,
+    mut restarts: watch::Receiver<u64>,
     status: watch::Sender<LeaseStatus>,
     mut stopped: oneshot::Receiver<()>,
     closing: CancellationToken,
@@ -340,21 +351,19 @@ async fn renew_loop(
     // A cap too far away to represent is no cap.
     let hold_until = max_hold.and_then(|m| lease.acquired_at().checked_add(m));
     let mut next = after(Instant::now(), interval);
-    // A restart seen by any call of this client may void the lease at once: the holder
-    // hears of it then, not at the next renewal.
-    let mut restarts = lease.client().shared().restarts();
     let verdict = loop {
+        // A restart seen by any call of this client may void the lease at once: the holder
+        // hears of it then, not at the next renewal. Checked before the first wait too,
+        // for one seen before the renewer started (`start` subscribed before its check).
+        if lease.restart_voided() {
+            break lease.void_reason();
+        }
         let wake = next.min(lease.valid_until());
         let wake = hold_until.map_or(wake, |h| wake.min(h));
         tokio::select! {
             _ = &mut stopped => return Ok(lease),
             () = closing.cancelled() => break LossReason::Shutdown,
-            Ok(()) = restarts.changed() => {
-                if lease.restart_voided() {
-                    break lease.void_reason();
-                }
-                continue;
-            }
+            Ok(()) = restarts.changed() => continue,
             () = tokio::time::sleep_until(wake) => {}
         }
         let now = Instant::now();
