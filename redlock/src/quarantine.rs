@@ -31,9 +31,9 @@
 //! # The length
 //! Every lease granted before the restart has ended once its TTL (plus the drift
 //! allowance, for server clocks that run fast) has passed since the restart, as long as no
-//! client uses a longer TTL: the default is the longest TTL + drift this client uses
-//! ([`RestartQuarantine::Auto`](crate::config::RestartQuarantine::Auto)), growing with
-//! [`Redlock::with_ttl`](crate::Redlock::with_ttl) and
+//! client uses a longer TTL: [`RestartQuarantine::Auto`](crate::config::RestartQuarantine::Auto)
+//! (the quarantine itself is off by default) lasts the longest TTL + drift this client
+//! uses, growing with [`Redlock::with_ttl`](crate::Redlock::with_ttl) and
 //! [`Lease::extend_for`](crate::Lease::extend_for). Clients in other processes with longer
 //! TTLs are not seen: set the length explicitly to their longest TTL + drift.
 
