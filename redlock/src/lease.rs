@@ -234,7 +234,7 @@ impl Lease {
 
     /// Whether validity is left now. Check it before each step of protected work.
     ///
-    /// With the restart quarantine on (the default, see
+    /// With the restart quarantine on (it is off by default: see
     /// [`Builder::restart_quarantine`](crate::Builder::restart_quarantine)), also `false`
     /// once this client has seen that nodes whose yes the lease counted restarted, leaving
     /// fewer than a quorum of its votes (they may have forgotten its keys). A restart is

@@ -48,8 +48,9 @@
 //! # The length
 //! Every lease granted before the restart has ended once its TTL (plus the drift
 //! allowance, for server clocks that run fast) has passed since the restart, as long as no
-//! client uses a longer TTL: the default is the longest TTL + drift this client used
-//! *before the node started* ([`RestartQuarantine::Auto`](crate::config::RestartQuarantine::Auto)).
+//! client uses a longer TTL: [`RestartQuarantine::Auto`](crate::config::RestartQuarantine::Auto)
+//! (the quarantine itself is off by default) lasts the longest TTL + drift this client
+//! used *before the node started*.
 //! The builder's TTL counts from the beginning (other processes of the same service use
 //! it too); a longer one of [`Redlock::with_ttl`](crate::Redlock::with_ttl) or
 //! [`Lease::extend_for`](crate::Lease::extend_for) counts from when it was first asked for,

@@ -6,8 +6,8 @@ use crate::support;
 use std::time::Duration;
 
 use fenced_redlock::{
-    Lease, LockError, LossReason, NodeError, NodeFailureReason, NodeOutcome, Redlock, RenewOptions,
-    RestartQuarantine,
+    Lease, LeaseStatus, LockError, LossReason, NodeError, NodeFailureReason, NodeOutcome, Redlock,
+    RenewOptions, RestartQuarantine,
 };
 use redis::Commands;
 use support::{Cluster, Flavour};
@@ -419,4 +419,44 @@ async fn a_longer_ttl_used_later_does_not_lengthen_an_earlier_start() {
         .expect("nodes 1 and 2 vote after TTL + drift");
     assert_eq!(lease.nodes()[1].outcome, NodeOutcome::Granted);
     lease.release().await;
+}
+
+/// A lease whose client has already seen the restart of a node it counted, handed to
+/// `auto_renew` only then: the renewer reports it lost at once. It once subscribed to
+/// restarts when its task started, missed this one, and said `Held` until its first
+/// renewal (0.99 s here with a 3 s TTL, while `is_valid()` was false).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_voided_before_auto_renew_is_reported_lost_at_once() {
+    let mut cluster = Cluster::start(Flavour::Redis, 3);
+    past_first_start().await;
+    let a = client(&cluster, RestartQuarantine::Auto);
+    let lease = held_on_0_and_1(&cluster, &a, "late").await;
+    restart_empty(&mut cluster, false);
+    // Any call of A's client reconnects node 1; its answer (and with it the new run_id)
+    // may come after the poke returned.
+    a.try_acquire("poke")
+        .await
+        .expect("nodes 0 and 2 vote")
+        .release()
+        .await;
+    let until = Instant::now() + Duration::from_secs(2);
+    while lease.is_valid() {
+        assert!(Instant::now() < until, "A's client never saw the restart");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(
+        Instant::now() < lease.valid_until(),
+        "voided by the restart, not expired"
+    );
+    let interval = Duration::from_millis(2500);
+    let renewing = lease.auto_renew(RenewOptions::default().interval(interval));
+    assert_eq!(
+        renewing.status(),
+        LeaseStatus::Lost(LossReason::NodeRestarted),
+        "a void lease reported held by its renewer"
+    );
+    assert!(!renewing.is_held());
+    let reason = tokio::time::timeout(AT_ONCE, renewing.lost()).await;
+    assert_eq!(reason.ok(), Some(LossReason::NodeRestarted));
+    renewing.release().await;
 }
