@@ -166,8 +166,10 @@ pub enum NodeError {
         "{0} requests already wait for this node's replies (is it stopped or overloaded?); refused without sending; it recovers once the node answers again"
     )]
     Backlog(usize),
-    /// The node is the same server (same `run_id`) as the node at this address, reached
-    /// under another name: its vote is not counted twice.
+    /// The node's connection reached the same server (same `run_id`) as the node at this
+    /// address, under another name: its vote is not counted twice. Judged per connection:
+    /// the node connects again after a second or so, and votes once its address leads to a
+    /// server of its own.
     #[error(
         "same server as node {0} (same run_id): list every primary once; this vote is not counted"
     )]

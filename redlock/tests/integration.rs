@@ -34,6 +34,7 @@ mod probe;
 mod quarantine;
 mod retry;
 mod safety;
+mod same_server;
 mod secrecy;
 mod shortening_extend;
 mod siblings;
