@@ -54,7 +54,10 @@
 //! The same `INFO server` reply gives the server's uptime, from which the restart
 //! quarantine decides whether its votes count yet (see `quarantine`); a `run_id` other
 //! than the last accepted connection's is a restart. It also tells which commands the
-//! connection's server understands (see `dialect`).
+//! connection's server understands (see `dialect`), and a probe on the connection, started
+//! by its first release, which native compare-and-delete it has: learnt per connection,
+//! like everything the server says about itself, since the next connection may reach
+//! another build.
 //!
 //! # What goes behind a vote
 //! A vote's request can have company in the gate, on the same connection and in this
@@ -66,8 +69,8 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
 use std::task::Poll;
 use std::time::Duration;
 
@@ -79,22 +82,11 @@ use tokio::time::Instant;
 use crate::clockwatch::{Sample, Step};
 use crate::config::Settings;
 use crate::conn::Conn;
-use crate::dialect::Dialect;
+use crate::dialect::{Dialect, NativeDelete};
 use crate::durable::Durability;
 use crate::error::NodeError;
 use crate::quarantine::{Guards, Incarnation, Restarts, ServerInfo};
 use crate::room::Room;
-
-/// Whether a server has a native compare-and-delete, detected once per node.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum NativeDelete {
-    /// Neither command: use the Lua script.
-    None,
-    /// Valkey ≥ 9: `DELIFEQ key value`.
-    DelIfEq,
-    /// Redis ≥ 8.4: `DELEX key IFEQ value`.
-    DelEx,
-}
 
 /// Which node's connection reaches each server, by the server's `run_id`; shared by the
 /// nodes of one client. A node claims the server its last accepted connection reached (the
@@ -148,12 +140,15 @@ type Connected = RedisResult<(Conn, Option<ServerInfo>, Dialect)>;
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Link {
     generation: u64,
-    /// Learnt at connect; no longer `set_ifeq` once [`Node::script_only`] was told.
+    /// Learnt at connect, and for deletes from the probe; no longer `set_ifeq` once
+    /// [`Node::script_only`] was told, nor a native delete once [`Node::delete_by_script`]
+    /// was.
     pub(crate) dialect: Dialect,
 }
 
-/// In [`Node::set_ifeq`]: no connection known to take `SET … IFEQ`.
-const NO_SET_IFEQ: u64 = u64::MAX;
+/// In the generation fields of [`Node`]: no connection (known to take the command, or
+/// probed).
+const NO_CONNECTION: u64 = u64::MAX;
 
 /// How long a node whose connection was refused as another node's server
 /// ([`NodeError::SameServer`]) keeps that verdict before it connects again to see where
@@ -196,15 +191,21 @@ pub(crate) struct Node {
     conn: Mutex<Slot>,
     generation: AtomicU64,
     servers: Arc<ServerIds>,
-    native_delete: OnceLock<NativeDelete>,
+    /// Whether a probe for a native compare-and-delete is running.
     probing: AtomicBool,
-    /// The generation counter when the last probe ended without telling (ACL denies
-    /// `COMMAND`, …): no new probe until a new connection (see [`Node::native_delete`]).
+    /// How many connections had been made when the last probe got an answer, whatever it
+    /// said (found, found nothing, ACL denies `COMMAND`), or could not connect: no new
+    /// probe until another is made (see [`Node::learn_delete`]).
     probed: AtomicU64,
     /// The generation of the connection whose server takes `SET … IFEQ` (see `dialect`),
-    /// or [`NO_SET_IFEQ`]. Written in the gate when a connection is made; read in the gate
-    /// by each call, so a call sees what the connection it is sent on can do.
+    /// or [`NO_CONNECTION`]. Written in the gate when a connection is made; read in the
+    /// gate by each call, so a call sees what the connection it is sent on can do.
     set_ifeq: AtomicU64,
+    /// The generation of the connection whose server has `DELIFEQ`, or [`NO_CONNECTION`];
+    /// written when the probe answered on it, read like `set_ifeq`.
+    delifeq: AtomicU64,
+    /// The same for `DELEX`.
+    delex: AtomicU64,
     resolved: Vec<SocketAddr>,
     /// How long making a connection may take.
     connect_budget: Duration,
@@ -248,10 +249,11 @@ impl Node {
             conn: Mutex::new(Slot::Empty),
             generation: AtomicU64::new(0),
             servers,
-            native_delete: OnceLock::new(),
             probing: AtomicBool::new(false),
-            probed: AtomicU64::new(u64::MAX),
-            set_ifeq: AtomicU64::new(NO_SET_IFEQ),
+            probed: AtomicU64::new(NO_CONNECTION),
+            set_ifeq: AtomicU64::new(NO_CONNECTION),
+            delifeq: AtomicU64::new(NO_CONNECTION),
+            delex: AtomicU64::new(NO_CONNECTION),
             resolved,
             connect_budget,
             incarnation: Incarnation::default(),
@@ -280,19 +282,19 @@ impl Node {
         &self.client
     }
 
-    /// Runs `f` against this node's connection within `timeout`.
-    /// Returns the reply and how long it took.
+    /// Runs `f` against this node's connection within `timeout`, telling it the [`Link`]
+    /// it is sent on. Returns the reply and how long it took.
     pub(crate) async fn call<T, F, Fut>(
         &self,
         timeout: Duration,
         f: F,
     ) -> (Result<T, NodeError>, Duration)
     where
-        F: FnOnce(Conn) -> Fut,
+        F: FnOnce(Conn, Link) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
     {
         let started = Instant::now();
-        match tokio::time::timeout(timeout, self.call_unbounded(f)).await {
+        match tokio::time::timeout(timeout, self.call_unbounded_in(Room::Shared, f)).await {
             Ok(answer) => answer,
             Err(_) => {
                 let e = NodeError::Timeout(timeout);
@@ -310,22 +312,22 @@ impl Node {
         F: FnOnce(Conn) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
     {
-        self.call_unbounded_in(Room::Shared, f).await
+        self.call_unbounded_in(Room::Shared, |c, _| f(c)).await
     }
 
     /// Like [`call_unbounded`](Self::call_unbounded), taking places in the connection's
     /// line as `room` allows: [`Room::Reserved`] for a delete that follows a write of ours
-    /// on this node (see `room`).
+    /// on this node (see `room`); `f` is told the [`Link`] it is sent on.
     pub(crate) async fn call_unbounded_in<T, F, Fut>(
         &self,
         room: Room,
         f: F,
     ) -> (Result<T, NodeError>, Duration)
     where
-        F: FnOnce(Conn) -> Fut,
+        F: FnOnce(Conn, Link) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
     {
-        let (result, took) = self.call_with(|c, _| f(c), room, false, None).await;
+        let (result, took) = self.call_with(f, room, false, None).await;
         (result.map(|(v, _, _, _)| v), took)
     }
 
@@ -627,7 +629,7 @@ impl Node {
         };
         let g = self.generation.fetch_add(1, Ordering::Relaxed);
         self.set_ifeq.store(
-            if dialect.set_ifeq { g } else { NO_SET_IFEQ },
+            if dialect.set_ifeq { g } else { NO_CONNECTION },
             Ordering::Release,
         );
         *slot = Slot::Ready(g, conn.clone(), epoch);
@@ -687,10 +689,18 @@ impl Node {
             let cmd = crate::durable::waitaof(timeout);
             Box::pin(async move { cmd.query_async::<redis::Value>(&mut c).await })
         });
+        let on = |known: &AtomicU64| known.load(Ordering::Acquire) == generation;
         let link = Link {
             generation,
             dialect: Dialect {
-                set_ifeq: self.set_ifeq.load(Ordering::Acquire) == generation,
+                set_ifeq: on(&self.set_ifeq),
+                delete: if on(&self.delifeq) {
+                    NativeDelete::DelIfEq
+                } else if on(&self.delex) {
+                    NativeDelete::DelEx
+                } else {
+                    NativeDelete::None
+                },
             },
         };
         let mut request = std::pin::pin!(f(conn, link));
@@ -759,7 +769,7 @@ impl Node {
             .set_ifeq
             .compare_exchange(
                 link.generation,
-                NO_SET_IFEQ,
+                NO_CONNECTION,
                 Ordering::AcqRel,
                 Ordering::Acquire,
             )
@@ -769,65 +779,92 @@ impl Node {
         }
     }
 
-    /// The native compare-and-delete this server is known to offer. Until a probe has
-    /// answered, the Lua script is used (it works everywhere) and a probe is started in
-    /// the background, so a release never waits on detection.
-    ///
-    /// A probe that gets no usable answer other than a timeout (ACL denies `COMMAND`, a
-    /// renamed command) is not repeated on the same connection: every release would
-    /// otherwise send it again, and each denial lands in the server's `ACL LOG` and in
-    /// the auth-error metrics. A new connection (a restart may have brought an upgrade or
-    /// other rules) is probed once more.
-    pub(crate) fn native_delete(self: &Arc<Self>, timeout: Duration) -> NativeDelete {
-        if let Some(n) = self.native_delete.get() {
-            return *n;
+    /// Stops sending a native compare-and-delete on `link`'s connection: its server
+    /// answered it as an unknown command (it said it had one; a proxy in front has failed
+    /// over to an older server since). The next connection is probed afresh.
+    pub(crate) fn delete_by_script(&self, link: Link) {
+        let known = match link.dialect.delete {
+            NativeDelete::None => return,
+            NativeDelete::DelIfEq => &self.delifeq,
+            NativeDelete::DelEx => &self.delex,
+        };
+        if known
+            .compare_exchange(
+                link.generation,
+                NO_CONNECTION,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_ok()
+        {
+            tracing::info!(node = %self.addr, command = ?link.dialect.delete, "node no longer knows its compare-and-delete: releasing with the script on this connection");
         }
+    }
+
+    /// Starts a probe, in the background, for a native compare-and-delete on this node's
+    /// current connection (or the next one, when there is none), unless one has answered
+    /// on it already or one is running: a release never waits on detection, and uses the
+    /// script until the probe has found a command on the connection it is sent on (see
+    /// `dialect`).
+    ///
+    /// A probe that got an answer on a connection — the commands it found, none, or a
+    /// refusal (ACL denies `COMMAND`, a renamed command) — is not repeated on it: every
+    /// release would otherwise send it again, and each denial lands in the server's
+    /// `ACL LOG` and in the auth-error metrics. A new connection (a restart may have brought
+    /// an upgrade, a downgrade or other rules) is probed once more, and so is one whose
+    /// probe timed out.
+    pub(crate) fn learn_delete(self: &Arc<Self>, timeout: Duration) {
         if self.probed.load(Ordering::Acquire) == self.generation.load(Ordering::Acquire) {
-            return NativeDelete::None;
+            return;
         }
         if !self.probing.swap(true, Ordering::AcqRel) {
             let node = Arc::clone(self);
             tokio::spawn(async move {
                 // Also when the task is dropped unfinished (its runtime shut down).
                 let _probing = ClearOnDrop(&node.probing);
-                match node.probe_native_delete(timeout).await {
-                    Ok(found) => {
-                        let _ = node.native_delete.set(found);
-                    }
-                    Err(e) if e.is_timeout() => {}
-                    Err(_) => node
-                        .probed
-                        .store(node.generation.load(Ordering::Acquire), Ordering::Release),
-                }
+                node.probe_delete(timeout).await;
             });
         }
-        NativeDelete::None
     }
 
-    async fn probe_native_delete(&self, timeout: Duration) -> Result<NativeDelete, NodeError> {
+    /// Asks the server `COMMAND INFO DELIFEQ DELEX` and records, for the connection that
+    /// answered, which of them it has.
+    async fn probe_delete(&self, timeout: Duration) {
+        let made = self.generation.load(Ordering::Acquire);
+        let answered_on = AtomicU64::new(NO_CONNECTION);
         let (reply, _) = self
-            .call(timeout, |mut c| async move {
-                redis::cmd("COMMAND")
-                    .arg("INFO")
-                    .arg("DELIFEQ")
-                    .arg("DELEX")
-                    .query_async::<redis::Value>(&mut c)
-                    .await
+            .call(timeout, |mut c, link| {
+                answered_on.store(link.generation, Ordering::Release);
+                async move {
+                    redis::cmd("COMMAND")
+                        .arg("INFO")
+                        .arg("DELIFEQ")
+                        .arg("DELEX")
+                        .query_async::<redis::Value>(&mut c)
+                        .await
+                }
             })
             .await;
-        let redis::Value::Array(items) = reply? else {
-            return Err(NodeError::Protocol(
-                "COMMAND INFO did not answer with an array".into(),
-            ));
-        };
-        let known = |i: usize| !matches!(items.get(i), None | Some(redis::Value::Nil));
-        Ok(if known(0) {
-            NativeDelete::DelIfEq
-        } else if known(1) {
-            NativeDelete::DelEx
-        } else {
-            NativeDelete::None
-        })
+        if reply.as_ref().is_err_and(NodeError::is_timeout) {
+            // Sent or not, no answer in time: the next release asks again.
+            return;
+        }
+        let generation = answered_on.load(Ordering::Acquire);
+        if generation == NO_CONNECTION {
+            // Not sent: no connection could be made. Asked again once one is.
+            self.probed.store(made, Ordering::Release);
+            return;
+        }
+        if let Ok(redis::Value::Array(items)) = &reply {
+            let known = |i: usize| !matches!(items.get(i), None | Some(redis::Value::Nil));
+            if known(0) {
+                self.delifeq.store(generation, Ordering::Release);
+            } else if known(1) {
+                self.delex.store(generation, Ordering::Release);
+            }
+        }
+        self.probed
+            .store(generation.saturating_add(1), Ordering::Release);
     }
 }
 

@@ -28,6 +28,7 @@ mod limits;
 mod lock;
 mod lua_free;
 mod metrics;
+mod native_delete;
 mod notify_deadlines;
 mod order;
 mod probe;
