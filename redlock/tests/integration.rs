@@ -32,6 +32,7 @@ mod notify_deadlines;
 mod order;
 mod probe;
 mod quarantine;
+mod reserved_room;
 mod retry;
 mod safety;
 mod shortening_extend;
