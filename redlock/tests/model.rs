@@ -679,3 +679,48 @@ fn n3_two_extends_with_own_ttls_shrink_first_keep_exclusion() {
         o.holds(p);
     }
 }
+
+#[test]
+#[ignore = "breadth first for the shortest trace (issue 48, finding 1 (b))"]
+fn n3_quarantine_before_48_believes_a_forward_step_and_two_leases_overlap() {
+    find(
+        "N=3, one empty restart, uptime a TTL early, quarantine before issue 48 (shortest)",
+        stepped_restart(Quarantine::BEFORE_48, &[Uptime::Early]),
+        VALID_EXCLUSIVE,
+    )
+    .fails(VALID_EXCLUSIVE);
+}
+
+/// The limit the fix documents: a client that never knew the server before the restart
+/// (it connects after it) has only the uptime, and believes a step.
+#[test]
+#[ignore = "breadth first for the shortest trace (issue 48: a client that connects after the restart)"]
+fn n3_quarantine_fix_48_cannot_check_a_step_for_a_client_that_connects_after_the_restart() {
+    find(
+        "N=3, one empty restart, uptime a TTL early, B connects after it, quarantine with issue 48's fix (shortest)",
+        stepped_restart(Quarantine::FIX_48, &[Uptime::Early]).connect(Connect::FirstCall),
+        VALID_EXCLUSIVE,
+    )
+    .fails(VALID_EXCLUSIVE);
+}
+
+/// The fix with extends that may use a longer TTL (`extend_for(6)`, whose keys outlive the
+/// builder's TTL + drift) besides `extend()`, one per lease.
+#[test]
+#[ignore = "exhaustive: issue 48's fix with extends that grow the TTL"]
+fn n3_quarantine_fix_48_with_a_longer_extend_keeps_every_property() {
+    let mut cfg = stepped_restart(Quarantine::FIX_48, EVERY_UPTIME);
+    cfg.extends = 1;
+    cfg.extend_for = &[6];
+    let o = prove(
+        "N=3, one empty restart, uptime stepped, extend_for(6), quarantine with issue 48's fix",
+        cfg,
+    );
+    for p in [SOME_GRANT, TWO_GRANTS, SOME_WRITE, SOME_EXTEND] {
+        o.reaches(p);
+    }
+    for p in SAFETY {
+        o.holds(p);
+    }
+    o.holds(SETTLED_EXCLUSIVE);
+}
