@@ -90,6 +90,17 @@ pub(crate) fn void(cfg: &Config, s: &State, client: usize, node: usize) -> bool 
     restarted || s.nodes[node].jump_guarded(s.now)
 }
 
+/// `A` as kept: a send time no early start within the time bound can reach (a restart at
+/// `max_time` whose uptime says a TTL earlier) is refused by every estimate to come, and is
+/// kept as [`Server::LATE`], so that equal situations are equal states.
+fn kept(cfg: &Config, sent: u8) -> u8 {
+    if sent.saturating_add(cfg.ttl) <= cfg.max_time {
+        sent
+    } else {
+        Server::LATE
+    }
+}
+
 /// Whether a client's `A` is kept: `Estimate::Checked` will read it at a restart to come.
 fn tracks_answers(cfg: &Config, spent: &Spent) -> bool {
     let f = &cfg.faults;
@@ -106,7 +117,9 @@ pub(crate) fn servers(cfg: &Config) -> Vec<Server> {
     };
     vec![
         Server {
-            heard: heard.filter(|_| tracks_answers(cfg, &Spent::default())),
+            heard: heard
+                .filter(|_| tracks_answers(cfg, &Spent::default()))
+                .map(|a| kept(cfg, a)),
             quarantine: None,
         };
         cfg.nodes
@@ -118,7 +131,7 @@ pub(crate) fn connect(cfg: &Config, s: &mut State, client: usize) {
     if cfg.connect == Connect::FirstCall && tracks_answers(cfg, &s.spent) {
         let now = s.now;
         for server in &mut s.clients[client].servers {
-            server.heard = Some(now);
+            server.heard = Some(kept(cfg, now));
         }
     }
 }
@@ -127,7 +140,7 @@ pub(crate) fn connect(cfg: &Config, s: &mut State, client: usize) {
 pub(crate) fn answered(cfg: &Config, s: &mut State, client: usize, node: usize, sent: u8) {
     if tracks_answers(cfg, &s.spent) {
         let heard = &mut s.clients[client].servers[node].heard;
-        *heard = (*heard).max(Some(sent));
+        *heard = (*heard).max(Some(kept(cfg, sent)));
     }
 }
 
@@ -160,7 +173,7 @@ pub(crate) fn restarted(cfg: &Config, s: &mut State, node: usize, uptime: Uptime
         });
         s.clients[client].servers[node] = Server {
             // The new connection's `INFO` was answered now.
-            heard: server.heard.map(|_| now),
+            heard: server.heard.map(|_| kept(cfg, now)),
             quarantine,
         };
     }

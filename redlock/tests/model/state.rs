@@ -162,7 +162,8 @@ pub(crate) struct Server {
     /// `A`: the latest send time of a request of this client that the node's current server
     /// answered in time to count (the `INFO` of the client's connection included), kept
     /// while a restart may still come and `Estimate::Checked` will read it. `None`: the
-    /// client has not connected yet, or nothing reads it.
+    /// client has not connected yet, or nothing reads it. [`Server::LATE`]: later than any
+    /// early start the time bound allows.
     pub(crate) heard: Option<u8>,
     /// The restart quarantine in force; `None` when there is none or it is over for good.
     pub(crate) quarantine: Option<Quarantined>,
@@ -175,6 +176,11 @@ pub(crate) struct Client {
     pub(crate) paused: bool,
     /// `servers[node]`.
     pub(crate) servers: Vec<Server>,
+}
+
+impl Server {
+    /// An `A` no early start can reach before time runs out.
+    pub(crate) const LATE: u8 = u8::MAX;
 }
 
 /// The counter row in PostgreSQL (outside the fault domain, as in the rig).

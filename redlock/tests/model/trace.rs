@@ -6,7 +6,7 @@ use stateright::{Model, Path};
 
 use super::config::{Config, Estimate, Fence, Mode, Uptime};
 use super::spec::{Action, LockModel};
-use super::state::{Phase, Reply, Request, State, Step, Vote};
+use super::state::{Phase, Reply, Request, Server, State, Step, Vote};
 use super::{client, quarantine};
 
 fn who(client: usize) -> char {
@@ -353,6 +353,9 @@ fn restart_quarantine(
                 }
                 (Uptime::Early, true, true, None) => {
                     "believed (it never knew the old server): ".into()
+                }
+                (Uptime::Early, true, false, Some(Server::LATE)) => {
+                    "refused (earlier than its last answer from the old server): ".into()
                 }
                 (Uptime::Early, true, false, Some(a)) => format!(
                     "refused (earlier than its last answer from the old server, sent at t={a}): "
