@@ -76,9 +76,9 @@
 //!   from a node seen to restart since. It assumes that no client of these nodes uses a
 //!   longer TTL than the quarantine, and that a node's `uptime_in_seconds` and `run_id` tell
 //!   the truth about its start (the uptime is read from the server's wall clock: where it
-//!   is unusable, or contradicts a restart this client saw, the start is taken as *now*;
-//!   a forward clock step after a restart the client never saw the old server of cannot
-//!   be told); it cannot see a node emptied without a restart (`FLUSHALL`,
+//!   is unusable, or the restart is one this client saw, the start is taken as *now*; a
+//!   forward clock step after a restart the client never saw the old server of cannot be
+//!   told); it cannot see a node emptied without a restart (`FLUSHALL`,
 //!   `DEBUG RELOAD`, eviction) or one whose `INFO` an ACL hides. It costs availability after
 //!   restarts, also after those that kept the data, and for the first TTL of a freshly
 //!   started cluster (a first start looks like a restart). Where every node runs

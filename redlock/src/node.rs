@@ -563,7 +563,6 @@ impl Node {
     async fn connect(client: Client, config: AsyncConnectionConfig, budget: Duration) -> Connected {
         let attempt = async {
             let mut conn = Conn::connect(&client, &config).await?;
-            let asked_at = Instant::now();
             let text = redis::cmd("INFO")
                 .arg("server")
                 .query_async::<String>(&mut conn)
@@ -571,7 +570,7 @@ impl Node {
                 .ok();
             let info = text
                 .as_deref()
-                .map(|info| ServerInfo::parse(info, asked_at, Instant::now()));
+                .map(|info| ServerInfo::parse(info, Instant::now()));
             let dialect = text.as_deref().map(Dialect::of).unwrap_or_default();
             Ok((conn, info, dialect))
         };
@@ -707,9 +706,9 @@ impl Node {
         Fut: Future<Output = RedisResult<T>>,
     {
         let mut gate = self.conn.lock().await;
-        let (generation, conn, conn_epoch) = self.connection(&mut gate).await?;
+        let (generation, conn, epoch) = self.connection(&mut gate).await?;
         // Read in the gate: a jump seen later leaves this call in the old epoch.
-        let epoch = self.incarnation.sending(conn_epoch);
+        let epoch = self.incarnation.sending(epoch);
         // Waited for in the gate, so calls keep their order when the limit is reached;
         // held until the reply, so the channel always has room for this request (and its
         // `TIME` and `WAITAOF`).
@@ -788,11 +787,6 @@ impl Node {
             Poll::Ready(r) => r,
             Poll::Pending => request.await,
         };
-        if result.is_ok() {
-            // The server of this connection was up after `sent`: a restart found later
-            // cannot have come before (see `quarantine`, "fails closed").
-            self.incarnation.answered(conn_epoch, sent);
-        }
         let result = match (result, clock, clock_first) {
             (Ok(v), Some(c), Some(first)) => {
                 let time = match first {
