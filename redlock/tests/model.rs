@@ -14,7 +14,7 @@ mod model {
     mod trace;
 }
 
-use model::check::{find, find_deep, prove, replay};
+use model::check::{allows, find, find_deep, prove, replay};
 use model::config::{
     Amnesia, Config, Connect, ExtendRule, Faults, Fence, Mode, Quarantine, Uptime,
 };
@@ -333,11 +333,11 @@ fn n3_quarantine_before_48_ignores_an_unusable_uptime_and_two_leases_overlap() {
     o.fails(FENCES_GROW);
 }
 
-/// The fix: an unusable uptime, or one that places the start before the client's last
-/// answer from the old server, counts as a start at the reconnection. Within these bounds
-/// every property holds. (They are too short for a step the check lets through: every
-/// client heard from the node at most 2 ticks before it restarts, less than the step; see
-/// `n3_quarantine_fix_48_believes_a_step_shorter_than_the_time_since_the_last_answer`.)
+/// The fix: an unusable uptime, and a restart the client saw, count as a start at the
+/// reconnection. Within these bounds every property holds. (The review's proposal,
+/// `Estimate::Checked`, holds within them too, but they are too short for the step it lets
+/// through; see `n3_quarantine_checked_believes_a_step_shorter_than_the_time_since_the_last_answer`
+/// and its replay under the fix, `n3_quarantine_fix_48_refuses_the_step_an_idle_client_cannot_see`.)
 #[test]
 fn n3_quarantine_fix_48_keeps_every_property_through_a_stepped_uptime() {
     let o = prove(
@@ -350,7 +350,8 @@ fn n3_quarantine_fix_48_keeps_every_property_through_a_stepped_uptime() {
     }
 }
 
-/// What the fix leaves open: the check catches a step only when it places the start before
+/// What the review's proposal (`Estimate::Checked`) leaves open, and why the library does
+/// not take it: the check catches a step only when it places the start before
 /// the client's last answer from the old server. B connected at t=0 and has not heard from
 /// node 2 since; A takes the lock at t=0 and again at t=4, node 2 restarts at t=4 and a step
 /// of a TTL makes its uptime say t=1. A heard from it at t=4 and refuses that; B has nothing
@@ -358,8 +359,30 @@ fn n3_quarantine_fix_48_keeps_every_property_through_a_stepped_uptime() {
 /// node 2's forgotten key, is valid until t=6. The bounds of the proof above (2 ticks)
 /// cannot reach this (it needs 5), so this replays the trace; the checker confirms each step.
 #[test]
-fn n3_quarantine_fix_48_believes_a_step_shorter_than_the_time_since_the_last_answer() {
-    let mut cfg = stepped_restart(Quarantine::FIX_48, &[Uptime::Early]);
+fn n3_quarantine_checked_believes_a_step_shorter_than_the_time_since_the_last_answer() {
+    let (cfg, trace) = idle_client_trace(Quarantine::CHECKED_48);
+    let o = replay(
+        "N=3, one empty restart 4 ticks after B last heard from it, uptime a TTL early, the review's estimate",
+        cfg,
+        &trace,
+    );
+    o.fails(VALID_EXCLUSIVE);
+    o.fails(FENCES_GROW);
+}
+
+/// The same trace under the fix: B saw the restart, so it counts node 2 from the
+/// reconnection (t=4) whatever the uptime says; at t=5 node 2's yes is void for B, B has
+/// one vote, and the model allows no grant to it: the path to two valid leases is gone.
+#[test]
+fn n3_quarantine_fix_48_refuses_the_step_an_idle_client_cannot_see() {
+    let (cfg, trace) = idle_client_trace(Quarantine::FIX_48);
+    assert!(!allows(cfg, &trace), "B was granted under the fix");
+}
+
+/// B connected at t=0 and idle since; A holds at t=4 on nodes 1 and 2; node 2 restarts
+/// empty at t=4 with an uptime a TTL early; B tries at t=5 on nodes 2 and 3, and wins.
+fn idle_client_trace(quarantine: Quarantine) -> (Config, Vec<Action>) {
+    let mut cfg = stepped_restart(quarantine, &[Uptime::Early]);
     cfg.max_time = 5;
     cfg.attempts = 2;
     let (a, b) = (0, 1);
@@ -404,13 +427,7 @@ fn n3_quarantine_fix_48_believes_a_step_shorter_than_the_time_since_the_last_ans
         to(b, 1, true),
         to(b, 2, true),
     ]);
-    let o = replay(
-        "N=3, one empty restart 4 ticks after B last heard from it, uptime a TTL early, quarantine with issue 48's fix",
-        cfg,
-        &trace,
-    );
-    o.fails(VALID_EXCLUSIVE);
-    o.fails(FENCES_GROW);
+    (cfg, trace)
 }
 
 /// Issue 48, finding 3 (liveness): node 2 restarts at t=0 (with its data), A then uses

@@ -118,6 +118,13 @@ pub(crate) fn find_deep(name: &'static str, cfg: Config, property: &'static str)
     outcome
 }
 
+/// Whether the model allows `actions`, one after another, from the initial state.
+pub(crate) fn allows(cfg: Config, actions: &[Action]) -> bool {
+    let model = LockModel { cfg };
+    let init = model.init_states().remove(0);
+    Path::from_actions(&model, init, actions).is_some()
+}
+
 /// Plays `actions` from the initial state, checking that the model allows each one, and
 /// reports the properties the last state violates (or reaches) with the path as their
 /// trace: for a trace found by hand where a search is too large for the suite.

@@ -82,7 +82,14 @@ pub(crate) enum Estimate {
     /// the client saw (it knew the old `run_id`), `E` counts only if it is no earlier than
     /// `A`, the latest send time of a request the old server answered; an earlier `E` is
     /// provably wrong and `T` counts. A client that never knew the old server has only `E`.
+    /// The review's proposal; the model refutes it: a client idle since the old server last
+    /// answered believes a step shorter than its idleness
+    /// (`n3_quarantine_checked_believes_a_step_shorter_than_the_time_since_the_last_answer`).
     Checked,
+    /// The fix the library took: an unusable uptime, and any restart the client saw (it
+    /// knew the old `run_id`), count as a start at `T`; a client that never knew the old
+    /// server has only `E`.
+    Seen,
 }
 
 /// How long the restart quarantine lasts after a node's estimated start.
@@ -117,6 +124,11 @@ impl Quarantine {
     };
     /// `Auto` with issue 48's fix.
     pub(crate) const FIX_48: Quarantine = Quarantine {
+        length: Length::LongestAtStart,
+        estimate: Estimate::Seen,
+    };
+    /// `Auto` with the review's proposed estimate (`Estimate::Checked`), refuted.
+    pub(crate) const CHECKED_48: Quarantine = Quarantine {
         length: Length::LongestAtStart,
         estimate: Estimate::Checked,
     };

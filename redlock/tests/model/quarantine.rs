@@ -36,6 +36,10 @@ fn start(
             (Some(e), None) => e,
             _ => t,
         }),
+        Estimate::Seen => Some(match (e, heard) {
+            (Some(e), None) => e,
+            _ => t,
+        }),
     }
 }
 
@@ -103,10 +107,31 @@ fn kept(cfg: &Config, sent: u8) -> u8 {
 
 /// Whether a client's `A` is kept: `Estimate::Checked` will read it at a restart to come.
 fn tracks_answers(cfg: &Config, spent: &Spent) -> bool {
-    let f = &cfg.faults;
     cfg.quarantine
         .is_some_and(|q| q.estimate == Estimate::Checked)
+        && knows_servers(cfg, spent)
+}
+
+/// Whether it matters that a client knew a node's server: a restart may still come, and
+/// the estimate tells a restart the client saw from one it did not.
+fn knows_servers(cfg: &Config, spent: &Spent) -> bool {
+    let f = &cfg.faults;
+    cfg.quarantine
+        .is_some_and(|q| matches!(q.estimate, Estimate::Checked | Estimate::Seen))
         && (spent.restarts_keep < f.restarts_keep || spent.restarts_empty < f.restarts_empty)
+}
+
+/// What a client keeps of an answer sent at `sent`: its time where `Estimate::Checked`
+/// reads it, else only that there was one (so that equal situations are equal states).
+fn mark(cfg: &Config, sent: u8) -> u8 {
+    if cfg
+        .quarantine
+        .is_some_and(|q| q.estimate == Estimate::Checked)
+    {
+        kept(cfg, sent)
+    } else {
+        0
+    }
 }
 
 /// The clients' knowledge of the servers before anything happens.
@@ -118,8 +143,8 @@ pub(crate) fn servers(cfg: &Config) -> Vec<Server> {
     vec![
         Server {
             heard: heard
-                .filter(|_| tracks_answers(cfg, &Spent::default()))
-                .map(|a| kept(cfg, a)),
+                .filter(|_| knows_servers(cfg, &Spent::default()))
+                .map(|a| mark(cfg, a)),
             quarantine: None,
         };
         cfg.nodes
@@ -128,10 +153,10 @@ pub(crate) fn servers(cfg: &Config) -> Vec<Server> {
 
 /// `client`'s first attempt makes its connections: each `INFO` is answered now.
 pub(crate) fn connect(cfg: &Config, s: &mut State, client: usize) {
-    if cfg.connect == Connect::FirstCall && tracks_answers(cfg, &s.spent) {
+    if cfg.connect == Connect::FirstCall && knows_servers(cfg, &s.spent) {
         let now = s.now;
         for server in &mut s.clients[client].servers {
-            server.heard = Some(kept(cfg, now));
+            server.heard = Some(mark(cfg, now));
         }
     }
 }
@@ -173,11 +198,11 @@ pub(crate) fn restarted(cfg: &Config, s: &mut State, node: usize, uptime: Uptime
         });
         s.clients[client].servers[node] = Server {
             // The new connection's `INFO` was answered now.
-            heard: server.heard.map(|_| kept(cfg, now)),
+            heard: server.heard.map(|_| mark(cfg, now)),
             quarantine,
         };
     }
-    if !tracks_answers(cfg, &s.spent) {
+    if !knows_servers(cfg, &s.spent) {
         for c in &mut s.clients {
             for server in &mut c.servers {
                 server.heard = None;

@@ -344,9 +344,13 @@ fn restart_quarantine(
                 return "start unknown: no quarantine".into();
             };
             let until = quarantine::end(&model.cfg, after, c, node).unwrap_or(now);
-            let checked = model.cfg.quarantine.map(|q| q.estimate) == Some(Estimate::Checked);
+            let estimate = model.cfg.quarantine.map(|q| q.estimate);
+            let checked = estimate == Some(Estimate::Checked);
             let heard = before.clients[c].servers[node].heard;
             let why = match (uptime, checked, i16::from(q.since) < now, heard) {
+                (Uptime::Early, false, _, Some(_)) if estimate == Some(Estimate::Seen) => {
+                    "a restart it saw counts from now: ".into()
+                }
                 (Uptime::Early, false, ..) => "taken as given: ".into(),
                 (Uptime::Early, true, true, Some(a)) => {
                     format!("believed (its last answer from the old server was sent at t={a}): ")
