@@ -158,7 +158,7 @@ mod tests {
         // exempted every node and failed the published schema).
         let target = wiped_node(5).target();
         assert_eq!(target, "n2");
-        assert_eq!(crate::report::target_node(&target), Some(2));
+        assert_eq!(crate::report::model::target_node(&target), Some(2));
         // The wiped node and the ones the victim cannot reach are a quorum.
         assert_eq!(1 + (5 - quorum(5)), quorum(5));
     }
