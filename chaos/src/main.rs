@@ -25,10 +25,12 @@
 //! | 1 | a safety expectation failed (`run`, `report --exit-code`, `fencing-table`) |
 //! | 2 | the harness failed: a server, container, proxy or database could not be run or reached; or SIGINT, SIGTERM or SIGHUP stopped the command (after removing what it started) |
 //! | 3 | `lock` only: the lock was not granted |
+//! | 4 | every safety check met, but a liveness check failed: the lock did not grant where it promised to (`run`, `report --exit-code`) |
 //! | 64 | usage: the command line, or a file or directory it names, is wrong (`EX_USAGE`); found before anything was started |
 //!
 //! The checks behind 64 live with each subcommand (`commands::run::check`, ...); the
-//! mapping is [`redlock_chaos::commands::CommandError::exit_code`].
+//! mapping is [`redlock_chaos::commands::CommandError::exit_code`], and a verdict's
+//! (0, 1, 2, 4) [`redlock_chaos::report::Outcome::exit_code`].
 //!
 //! # Output
 //! stdout carries the result: a table, or with `--json` JSON alone (`run`, `bench`,
@@ -287,7 +289,8 @@ fn scenarios(args: ScenariosArgs) -> Result<(), Box<dyn std::error::Error>> {
 struct ReportArgs {
     /// Report directory holding report.json (as written by `chaos run --report DIR`).
     dir: PathBuf,
-    /// Exit with the report's verdict code (0 pass, 1 fail, 2 unknown) instead of 0.
+    /// Exit with the report's verdict code (0 pass, 1 a safety failure, 2 unknown, 4 a
+    /// liveness failure with every safety check met) instead of 0.
     #[arg(long)]
     exit_code: bool,
     /// Also append a Markdown summary (one row per scenario; not-applicable ones shown as
@@ -423,7 +426,7 @@ async fn bench(args: BenchArgs) -> Result<(), Box<dyn std::error::Error>> {
 
 fn after_help() -> String {
     format!(
-        "Exit codes: 0 pass, 1 a safety expectation failed, 2 the harness failed (or a signal stopped the command), 64 a setting to change (nothing was started).\n\n{}",
+        "Exit codes: 0 pass, 1 a safety expectation failed, 2 the harness failed (or a signal stopped the command), 3 `chaos lock`: not granted, 4 every safety check met but a liveness check failed (the lock did not grant where it promised to), 64 a setting to change (nothing was started).\n\n{}",
         redlock_chaos::commands::environment::help()
     )
 }

@@ -1,6 +1,6 @@
 //! The `chaos` command line as CI scripts rely on it: `--version`, the exit-code table
-//! (0 pass, 1 safety, 2 harness, 64 usage), every configuration error refused with 64
-//! before anything starts, SIGINT / SIGTERM / SIGHUP ending in 2 with nothing left
+//! (0 pass, 1 safety, 2 harness, 4 liveness, 64 usage), every configuration error refused
+//! with 64 before anything starts, SIGINT / SIGTERM / SIGHUP ending in 2 with nothing left
 //! running, stdout carrying JSON alone with `--json`, the environment in `--help`, and
 //! `chaos down` removing only the runs it is told to remove.
 
@@ -85,6 +85,16 @@ fn usage_errors_exit_64_and_help_exits_0() {
     let out = chaos(&["run", "--help"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     assert!(text(&out).contains("Usage"), "{}", text(&out));
+    // The exit codes CI reads, a liveness failure apart from a safety one.
+    let help = text(&chaos(&["--help"]));
+    for code in [
+        "1 a safety expectation failed",
+        "2 the harness failed",
+        "4 every safety check met but a liveness check failed",
+        "64 a setting to change",
+    ] {
+        assert!(help.contains(code), "{code:?} missing: {help}");
+    }
 }
 
 #[test]

@@ -221,6 +221,8 @@ fn junit_has_a_case_per_scenario_and_mode() {
     assert!(names.contains(&format!("{EVIL_NAME}/none")), "{names:?}");
     assert!(names.contains(&"pause-minority-0/claim_first".to_string()));
     assert!(xml.contains("7 increments lost"));
+    // The fixture's reasons do not say their kind (as before they did): the old type.
+    assert!(xml.contains("type=\"expectation\""), "{xml}");
 
     // A harness failure is an error in every mode.
     let mut broken = run.clone();
@@ -228,6 +230,89 @@ fn junit_has_a_case_per_scenario_and_mode() {
     broken.scenarios[0].verdict.reasons = vec!["postgres did not start".into()];
     let (cases, failures, errors, _) = junit_counts(&report::render_junit(&broken).expect("junit"));
     assert_eq!((cases, failures, errors), (6, 1, 3));
+}
+
+/// A lock that stayed safe but stopped granting is told apart from an unsafe one wherever
+/// a run is rendered: JUnit's failure type (still a failure, never green), the HTML card
+/// and badge, the table, the Markdown summary, and `chaos report --exit-code` (4, and 1
+/// once a safety check failed anywhere in the run).
+#[test]
+fn an_unavailable_run_is_told_apart_from_a_failed_one_everywhere() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut run = report_fixture::report(2, 300);
+    let s = &mut run.scenarios[1];
+    s.verdict.outcome = Outcome::Unavailable;
+    s.verdict.reasons = vec![
+        "ok: none: 0 exclusion violations, the longest 0 µs (want 0)".into(),
+        "FAILED (liveness): none: 1 minority faults of 2 s or more without a completed section (want 0: a minority fault must not stop the lock)".into(),
+        "reported: none: lost 0".into(),
+    ];
+    s.verdict.failed_modes = vec!["none".into()];
+    run.verdict = Outcome::Unavailable;
+    let paths = report::write_all(dir.path(), &run).expect("write_all");
+
+    let xml = std::fs::read_to_string(&paths.junit).expect("read junit");
+    assert_eq!(junit_counts(&xml).1, 1, "{xml}");
+    assert!(xml.contains("type=\"liveness\""), "{xml}");
+    assert!(!xml.contains("type=\"safety\""), "{xml}");
+    assert!(xml.contains("1 minority faults of 2 s"), "{xml}");
+
+    let doc = Html::parse_document(&std::fs::read_to_string(&paths.html).expect("html"));
+    assert_eq!(doc.select(&sel("section.scenario.unavailable")).count(), 1);
+    assert_eq!(doc.select(&sel("section.scenario.fail")).count(), 0);
+    let badge = doc
+        .select(&sel("section.run span.badge"))
+        .next()
+        .expect("the run's badge");
+    assert_eq!(badge.text().collect::<String>(), "unavailable");
+    assert_eq!(
+        badge.value().attr("title"),
+        Some("every safety check met; a liveness check failed")
+    );
+
+    let table = redlock_chaos::run::table::render(&run);
+    assert!(table.contains("UNAVAILABLE (liveness)"), "{table}");
+    assert!(
+        table.contains(
+            "overall: Unavailable (exit 4: every safety check met; a liveness check failed)"
+        ),
+        "{table}"
+    );
+    let md = report::render_markdown(&run);
+    assert!(
+        md.contains("**UNAVAILABLE** (liveness failed, safety held) | FAILED (liveness): none: 1 minority faults"),
+        "{md}"
+    );
+
+    let exit_code = || {
+        Command::new(env!("CARGO_BIN_EXE_chaos"))
+            .args(["report", "--exit-code"])
+            .arg(dir.path())
+            .output()
+            .expect("run chaos report --exit-code")
+            .status
+            .code()
+    };
+    assert_eq!(exit_code(), Some(4));
+
+    // A safety failure in another scenario outranks it: the run fails, exit 1, and each
+    // failed case keeps its own kind.
+    let s = &mut run.scenarios[0];
+    s.verdict.outcome = Outcome::Fail;
+    s.verdict.reasons = vec!["FAILED (safety): write_only: 2 exclusion violations (want 0)".into()];
+    s.verdict.failed_modes = vec!["write_only".into()];
+    run.verdict = run.verdict.worst(Outcome::Fail);
+    assert_eq!(run.verdict, Outcome::Fail);
+    let paths = report::write_all(dir.path(), &run).expect("write_all");
+    let xml = std::fs::read_to_string(&paths.junit).expect("read junit");
+    assert_eq!(junit_counts(&xml).1, 2, "{xml}");
+    assert!(xml.contains("type=\"liveness\""), "{xml}");
+    assert!(xml.contains("type=\"safety\""), "{xml}");
+    assert!(
+        redlock_chaos::run::table::render(&run)
+            .contains("overall: Fail (exit 1: a safety check failed)")
+    );
+    assert_eq!(exit_code(), Some(1));
 }
 
 #[test]

@@ -274,7 +274,9 @@ fn action_steps_show_not_applicable(up: &Up, stack: &Path) {
     );
     assert!(md.contains("| `partition-minority` | pass |"), "{md}");
     assert!(
-        md.contains("1 passed, 0 failed, 0 without a verdict (harness), 1 not applicable"),
+        md.contains(
+            "1 passed, 0 failed (safety), 0 unavailable (liveness failed, safety held), 0 without a verdict (harness), 1 not applicable"
+        ),
         "{md}"
     );
     let (code, out) = action_step(
@@ -294,6 +296,51 @@ fn action_steps_show_not_applicable(up: &Up, stack: &Path) {
     assert!(
         out.contains("::error::a safety expectation failed"),
         "{out}"
+    );
+}
+
+/// The verdict step fails on every code but 0 and says which failure it was: a safety
+/// failure (1) is never worded as the liveness one (4), nor the other way round. The
+/// nightly workflow calls the same step.
+#[test]
+fn the_verdict_step_tells_safety_from_liveness() {
+    let verdict = |code: &str| {
+        let out = Command::new(root().join("scripts/chaos-action"))
+            .arg("verdict")
+            .env("CHAOS_EXIT_CODE", code)
+            .env_remove("GITHUB_OUTPUT")
+            .env_remove("GITHUB_STEP_SUMMARY")
+            .output()
+            .expect("scripts/chaos-action runs");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (code, out) = verdict("0");
+    assert_eq!(code, 0, "{out}");
+    let (code, out) = verdict("1");
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("::error::a safety expectation failed (exit 1)"),
+        "{out}"
+    );
+    let (code, out) = verdict("4");
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("::error::the lock stayed safe but did not grant where it promised to")
+            && out.contains("every safety check held (exit 4)"),
+        "{out}"
+    );
+    assert!(!out.contains("safety expectation failed"), "{out}");
+    for code in ["2", "64", "", "3"] {
+        assert_eq!(verdict(code).0, 1, "exit code {code:?}");
+    }
+    let nightly = std::fs::read_to_string(root().join(".github/workflows/nightly-chaos.yml"))
+        .expect("nightly-chaos.yml");
+    assert!(
+        nightly.contains("run: scripts/chaos-action verdict"),
+        "the nightly's verdict is the action's step"
     );
 }
 

@@ -26,7 +26,9 @@ pub mod stdout;
 
 use std::time::Duration;
 
-pub use error::{CommandError, EXIT_HARNESS, EXIT_NOT_GRANTED, EXIT_SAFETY, EXIT_USAGE};
+pub use error::{
+    CommandError, EXIT_HARNESS, EXIT_LIVENESS, EXIT_NOT_GRANTED, EXIT_SAFETY, EXIT_USAGE,
+};
 
 /// Parses `10s`, `250ms`, `1m 30s` (humantime).
 ///

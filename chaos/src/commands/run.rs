@@ -87,7 +87,8 @@ pub struct RunArgs {
 pub const MAX_DURATION: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// Runs the command; returns the exit code (0 pass, 1 safety failure, 2 harness failure or
-/// a signal, 64 a setting that cannot be acted on, found before anything starts).
+/// a signal, 4 liveness failure with every safety check met, 64 a setting that cannot be
+/// acted on, found before anything starts).
 pub async fn run(args: RunArgs) -> u8 {
     let (stack, scenarios) = match check(&args) {
         Ok(plan) => plan,
@@ -159,7 +160,7 @@ pub async fn run(args: RunArgs) -> u8 {
         ),
         Err(e) => {
             eprintln!("chaos run: {e}");
-            // The worse outcome: a lock that failed still fails (exit 1) without its files.
+            // The worse outcome: a lock that failed still fails (exit 1 or 4) without its files.
             return report.verdict.worst(Outcome::Unknown).exit_code();
         }
     }
@@ -168,7 +169,9 @@ pub async fn run(args: RunArgs) -> u8 {
             Ok(j) => crate::outln!("{j}"),
             Err(e) => {
                 eprintln!("chaos run: {e}");
-                return Outcome::Unknown.exit_code().max(report.verdict.exit_code());
+                // The worse outcome, not the larger code: a safety failure (1) outranks
+                // the harness (2).
+                return report.verdict.worst(Outcome::Unknown).exit_code();
             }
         }
     }

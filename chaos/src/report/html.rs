@@ -17,19 +17,19 @@ use super::{counter, culprits, latency, timeline};
 pub const HTML_FILE: &str = "report.html";
 
 const CSS: &str = r#"
-:root{--pass:#1a7f37;--fail:#cf222e;--unknown:#9a6700;--ink:#1f2328;--muted:#59636e;--line:#d1d9e0}
+:root{--pass:#1a7f37;--fail:#cf222e;--unavailable:#bc4c00;--unknown:#9a6700;--ink:#1f2328;--muted:#59636e;--line:#d1d9e0}
 *{box-sizing:border-box}
 body{margin:0;padding:16px 24px;font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif;color:var(--ink);background:#f6f8fa}
 h1{font-size:22px;margin:0 0 6px} h2{font-size:18px;margin:0} h3{font-size:14px;margin:14px 0 4px;color:var(--muted);font-weight:600}
 .run,.scenario{background:#fff;border:1px solid var(--line);border-radius:8px;padding:14px 18px;margin:0 0 18px;max-width:1160px}
 .scenario{border-left:6px solid var(--line)}
-.scenario.pass{border-left-color:var(--pass)} .scenario.fail{border-left-color:var(--fail)} .scenario.unknown{border-left-color:var(--unknown)} .scenario.not-applicable{border-left-color:#9e9e9e}
+.scenario.pass{border-left-color:var(--pass)} .scenario.fail{border-left-color:var(--fail)} .scenario.unavailable{border-left-color:var(--unavailable)} .scenario.unknown{border-left-color:var(--unknown)} .scenario.not-applicable{border-left-color:#9e9e9e}
 .badge{display:inline-block;padding:1px 9px;border-radius:10px;color:#fff;font-weight:700;font-size:12px;text-transform:uppercase;letter-spacing:.04em;vertical-align:middle}
-.badge.pass{background:var(--pass)} .badge.fail{background:var(--fail)} .badge.unknown{background:var(--unknown)} .badge.not-applicable{background:#757575}
+.badge.pass{background:var(--pass)} .badge.fail{background:var(--fail)} .badge.unavailable{background:var(--unavailable)} .badge.unknown{background:var(--unknown)} .badge.not-applicable{background:#757575}
 .meta{color:var(--muted);margin:2px 0} .meta code{font-size:12px}
 .head{display:flex;gap:10px;align-items:center}
 ul.reasons{margin:6px 0 0;padding-left:20px} ul.reasons li{margin:1px 0}
-.scenario.fail ul.reasons{color:#82071e}
+.scenario.fail ul.reasons{color:#82071e} .scenario.unavailable ul.reasons{color:#762c00}
 table{border-collapse:collapse;font-variant-numeric:tabular-nums;margin-top:4px}
 th,td{border:1px solid var(--line);padding:3px 8px;text-align:right} th{background:#f6f8fa;font-weight:600} td:first-child,th:first-child{text-align:left}
 td.bad{background:#ffebe9;color:#82071e;font-weight:700}
@@ -78,6 +78,7 @@ fn outcome_word(o: Outcome) -> &'static str {
     match o {
         Outcome::Pass => "pass",
         Outcome::Fail => "fail",
+        Outcome::Unavailable => "unavailable",
         Outcome::Unknown => "unknown",
         Outcome::NotApplicable => "not-applicable",
     }
@@ -85,7 +86,10 @@ fn outcome_word(o: Outcome) -> &'static str {
 
 fn badge(o: Outcome) -> String {
     let w = outcome_word(o);
-    format!("<span class=\"badge {w}\">{w}</span>")
+    format!(
+        "<span class=\"badge {w}\" title=\"{}\">{w}</span>",
+        escape(o.meaning())
+    )
 }
 
 fn run_header(out: &mut String, r: &ChaosReport) {

@@ -3,14 +3,18 @@
 //!
 //! A failed scenario fails the cases of the modes its reasons name; when no reason names a
 //! mode (a scenario-wide expectation) every mode of it fails, so CI never shows a failed run
-//! as green. A harness failure (`Outcome::Unknown`) is an `<error>`: nothing was judged.
+//! as green. A failure's type says its kind: `safety` when the mode's failed check is a
+//! safety one, `liveness` when it is a liveness one (the lock stayed safe but did not grant
+//! where it promised to: still a `<failure>`, never a pass); `expectation` in a report
+//! written before reasons said their kind. A harness failure (`Outcome::Unknown`) is an
+//! `<error>`: nothing was judged.
 //! A scenario that could not be played here (`Outcome::NotApplicable`) is `<skipped>`, with
 //! the reason as its message.
 
 use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
 
 use super::error::ReportError;
-use super::model::{ChaosReport, ModeReport, Outcome, ScenarioReport, or_unknown};
+use super::model::{ChaosReport, CheckKind, ModeReport, Outcome, ScenarioReport, or_unknown};
 use super::palette;
 
 /// File name of the JUnit file inside the report directory.
@@ -56,22 +60,39 @@ fn case(s: &ScenarioReport, mode: &str, m: Option<&ModeReport>, blamed: bool) ->
             st.set_type("not-applicable");
             st
         }
-        Outcome::Fail if !blamed => TestCaseStatus::success(),
-        Outcome::Fail | Outcome::Unknown => {
-            let (kind, ty) = if s.verdict.outcome == Outcome::Fail {
-                (NonSuccessKind::Failure, "expectation")
-            } else {
-                (NonSuccessKind::Error, "harness")
+        Outcome::Fail | Outcome::Unavailable if !blamed => TestCaseStatus::success(),
+        Outcome::Fail | Outcome::Unavailable | Outcome::Unknown => {
+            // The failed check that names this mode ("FAILED (safety): none: 1 exclusion
+            // violations …"), its safety failure first; else the scenario's first failure,
+            // else its first reason that is not a met check.
+            let own = |kind: CheckKind| {
+                s.verdict.reasons.iter().find(|r| {
+                    CheckKind::of(r)
+                        .is_some_and(|(k, rest)| k == kind && rest.starts_with(&format!("{mode}:")))
+                })
+            };
+            let first_failed = |kind: CheckKind| {
+                s.verdict
+                    .reasons
+                    .iter()
+                    .find(|r| CheckKind::of(r).is_some_and(|(k, _)| k == kind))
+            };
+            let failed = own(CheckKind::Safety)
+                .or_else(|| own(CheckKind::Liveness))
+                .or_else(|| first_failed(CheckKind::Safety))
+                .or_else(|| first_failed(CheckKind::Liveness));
+            let (kind, ty) = match (s.verdict.outcome, failed.and_then(|r| CheckKind::of(r))) {
+                (Outcome::Unknown, _) => (NonSuccessKind::Error, "harness"),
+                (_, Some((k, _))) => (NonSuccessKind::Failure, k.name()),
+                // No failed check's reason says its kind: an unavailable verdict is a
+                // liveness one; a failed one from a report written before the kinds were
+                // (when a liveness miss failed too) keeps the old, kindless type.
+                (Outcome::Unavailable, None) => (NonSuccessKind::Failure, "liveness"),
+                (_, None) => (NonSuccessKind::Failure, "expectation"),
             };
             let mut st = TestCaseStatus::non_success(kind);
-            // The failed check that names this mode ("FAILED: none: the rig did not observe
-            // …"), else the first failure or harness reason.
-            let tagged = format!("FAILED: {mode}:");
-            let first = s
-                .verdict
-                .reasons
-                .iter()
-                .find(|r| r.starts_with(&tagged))
+            // An unknown verdict has no failed check (either kind outranks it).
+            let first = failed
                 .or_else(|| s.verdict.reasons.iter().find(|r| !r.starts_with("ok:")))
                 .or(s.verdict.reasons.first())
                 .map_or("no reason given", String::as_str);

@@ -1,13 +1,17 @@
 //! A Markdown summary of a run for CI pages (a GitHub job summary, a pull-request comment):
 //! one row per scenario with its outcome and, where it did not pass, why.
 //!
+//! A safety failure and a lock that stayed safe but did not grant where it promised to
+//! (a liveness failure: [`Outcome::Unavailable`]) are told apart in the rows and counted
+//! apart: a nightly job that cries "FAIL" for a loaded runner gets switched off.
+//!
 //! Not-applicable scenarios are shown as such and counted apart: a run against an attached
 //! deployment whose controls cannot freeze a node did not judge the freeze scenarios, and a
 //! summary that counted them as passes would claim a proof nobody ran.
 
 use std::fmt::Write as _;
 
-use super::model::{ChaosReport, Outcome, ScenarioReport};
+use super::model::{ChaosReport, CheckKind, Outcome, ScenarioReport};
 
 /// Longest reason shown in a cell; the report has the rest.
 const REASON_CHARS: usize = 300;
@@ -33,11 +37,12 @@ pub fn render_markdown(report: &ChaosReport) -> String {
     );
     let _ = writeln!(out, "| scenario | result | why |");
     let _ = writeln!(out, "| --- | --- | --- |");
-    let (mut passed, mut failed, mut unknown, mut skipped) = (0, 0, 0, 0);
+    let (mut passed, mut failed, mut unavailable, mut unknown, mut skipped) = (0, 0, 0, 0, 0);
     for s in &report.scenarios {
         match s.verdict.outcome {
             Outcome::Pass => passed += 1,
             Outcome::Fail => failed += 1,
+            Outcome::Unavailable => unavailable += 1,
             Outcome::Unknown => unknown += 1,
             Outcome::NotApplicable => skipped += 1,
         }
@@ -51,8 +56,8 @@ pub fn render_markdown(report: &ChaosReport) -> String {
     }
     let _ = writeln!(
         out,
-        "\n{passed} passed, {failed} failed, {unknown} without a verdict (harness), \
-         {skipped} not applicable (not played: nothing was judged). Timelines and every \
+        "\n{passed} passed, {failed} failed (safety), {unavailable} unavailable (liveness failed, \
+         safety held), {unknown} without a verdict (harness), {skipped} not applicable (not played: nothing was judged). Timelines and every \
          reason: report.html in the report directory."
     );
     out
@@ -61,24 +66,31 @@ pub fn render_markdown(report: &ChaosReport) -> String {
 fn outcome_word(o: Outcome) -> &'static str {
     match o {
         Outcome::Pass => "pass",
-        Outcome::Fail => "**FAIL**",
+        Outcome::Fail => "**FAIL** (safety)",
+        Outcome::Unavailable => "**UNAVAILABLE** (liveness failed, safety held)",
         Outcome::Unknown => "**no verdict** (harness failed)",
         Outcome::NotApplicable => "not applicable",
     }
 }
 
-/// The failed checks, the harness error, or why the scenario could not be played; nothing
-/// for a pass.
+/// The failed checks (safety first: the cell is cut), the harness error, or why the
+/// scenario could not be played; nothing for a pass.
 fn why(s: &ScenarioReport) -> String {
     let reasons = &s.verdict.reasons;
     match s.verdict.outcome {
         Outcome::Pass => String::new(),
-        Outcome::Fail => reasons
-            .iter()
-            .filter(|r| r.starts_with("FAILED"))
-            .cloned()
-            .collect::<Vec<_>>()
-            .join("; "),
+        Outcome::Fail | Outcome::Unavailable => {
+            let mut failed: Vec<(CheckKind, &String)> = reasons
+                .iter()
+                .filter_map(|r| CheckKind::of(r).map(|(k, _)| (k, r)))
+                .collect();
+            failed.sort_by_key(|(k, _)| *k != CheckKind::Safety);
+            failed
+                .into_iter()
+                .map(|(_, r)| r.as_str())
+                .collect::<Vec<_>>()
+                .join("; ")
+        }
         Outcome::Unknown | Outcome::NotApplicable => reasons.join("; "),
     }
 }
@@ -163,11 +175,23 @@ mod tests {
                 Outcome::Fail,
                 &[
                     "ok: none: lost 0",
-                    "FAILED: checked: 2 exclusion violations | x",
+                    "FAILED (liveness): none: 0 sections completed",
+                    "FAILED (safety): checked: 2 exclusion violations | x",
+                ],
+            ),
+            scenario(
+                "partition-minority",
+                Outcome::Unavailable,
+                &[
+                    "ok: none: lost 0",
+                    "FAILED (liveness): claim_first: 1 heals without a grant within 3000 ms",
                 ],
             ),
         ]));
-        assert!(md.starts_with("## Chaos run `r1`: **FAIL**"), "{md}");
+        assert!(
+            md.starts_with("## Chaos run `r1`: **FAIL** (safety)"),
+            "{md}"
+        );
         assert!(md.contains("| `kill-minority` | pass |  |"), "{md}");
         assert!(
             md.contains(
@@ -175,14 +199,34 @@ mod tests {
             ),
             "{md}"
         );
-        // Only the failed checks, pipes escaped.
+        // Only the failed checks, safety first, pipes escaped.
         assert!(
-            md.contains("| `latency` | **FAIL** | FAILED: checked: 2 exclusion violations \\| x |"),
+            md.contains(
+                "| `latency` | **FAIL** (safety) | FAILED (safety): checked: 2 exclusion violations \\| x; FAILED (liveness): none: 0 sections completed |"
+            ),
+            "{md}"
+        );
+        // A lock that stayed safe but stopped granting is told apart, and counted apart.
+        assert!(
+            md.contains(
+                "| `partition-minority` | **UNAVAILABLE** (liveness failed, safety held) | FAILED (liveness): claim_first: 1 heals without a grant within 3000 ms |"
+            ),
             "{md}"
         );
         assert!(
-            md.contains("1 passed, 1 failed, 0 without a verdict (harness), 1 not applicable"),
+            md.contains(
+                "1 passed, 1 failed (safety), 1 unavailable (liveness failed, safety held), 0 without a verdict (harness), 1 not applicable"
+            ),
             "{md}"
+        );
+        let safe = render_markdown(&report(vec![scenario(
+            "partition-minority",
+            Outcome::Unavailable,
+            &["FAILED (liveness): quorum probe: 1 of 8"],
+        )]));
+        assert!(
+            safe.starts_with("## Chaos run `r1`: **UNAVAILABLE** (liveness failed, safety held)"),
+            "{safe}"
         );
     }
 

@@ -86,7 +86,7 @@ fn ours() -> String {
     "ours".into()
 }
 
-/// Pass, fail, or the harness could not tell.
+/// Pass, fail on safety, fail on liveness, or the harness could not tell.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
 )]
@@ -102,23 +102,97 @@ pub enum Outcome {
     Pass,
     /// The harness itself failed (no verdict possible); exit code 2.
     Unknown,
-    /// A safety expectation failed; exit code 1.
+    /// Every safety check met, but a liveness check failed: the lock did not grant where it
+    /// promised to (no section completed, no grant after a heal, a minority fault without a
+    /// section, a majority loss no acquire felt, the quorum probe); exit code 4. On a busy
+    /// machine this can be the machine.
+    Unavailable,
+    /// A safety check failed (holders overlapped, a token did not grow, an update was lost
+    /// unexplained, ...), whatever the liveness checks said; exit code 1.
     Fail,
 }
 
 impl Outcome {
-    /// The process exit code CI relies on: 0 pass, 1 safety failure, 2 harness failure.
+    /// The process exit code CI relies on: 0 pass, 1 safety failure, 2 harness failure,
+    /// 4 liveness failure (every safety check met).
     pub fn exit_code(self) -> u8 {
         match self {
             Outcome::NotApplicable | Outcome::Pass => 0,
             Outcome::Fail => 1,
             Outcome::Unknown => 2,
+            Outcome::Unavailable => 4,
         }
     }
 
-    /// The worse of two outcomes (fail > unknown > pass > not applicable).
+    /// The worse of two outcomes (fail > unavailable > unknown > pass > not applicable):
+    /// a safety failure outranks everything, and a liveness failure outranks a harness
+    /// failure elsewhere in the run, which judged nothing.
     pub fn worst(self, other: Outcome) -> Outcome {
         self.max(other)
+    }
+
+    /// What the outcome means, in a few words, for summary lines.
+    pub fn meaning(self) -> &'static str {
+        match self {
+            Outcome::NotApplicable => "not played here",
+            Outcome::Pass => "every expectation met",
+            Outcome::Unknown => "the harness could not tell: no verdict",
+            Outcome::Unavailable => "every safety check met; a liveness check failed",
+            Outcome::Fail => "a safety check failed",
+        }
+    }
+}
+
+/// The kind of a failed check, which decides the outcome: a failed safety check fails the
+/// scenario ([`Outcome::Fail`]); a failed liveness check, with every safety check met,
+/// makes it [`Outcome::Unavailable`]. A failed check's reason starts with the kind's
+/// [`prefix`](CheckKind::prefix), so that renderers can tell them apart from the reasons alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CheckKind {
+    /// Every check not marked liveness: what must never happen (overlapping holders, tokens
+    /// that do not grow, unexplained losses, a validity that outlasts the keys), and the
+    /// lock's hygiene judged with it (keys a failed attempt left standing, a renewer silent
+    /// on a loss, a client's waiters held back by a lease it let go).
+    Safety,
+    /// What must eventually happen: sections complete, grants resume after heals and go on
+    /// through minority faults, acquires fail where a majority is gone, the quorum probe.
+    Liveness,
+}
+
+impl CheckKind {
+    /// Both kinds, safety first.
+    pub const ALL: [CheckKind; 2] = [CheckKind::Safety, CheckKind::Liveness];
+
+    /// How a failed check's reason starts: `FAILED (safety): ` or `FAILED (liveness): `.
+    pub fn prefix(self) -> &'static str {
+        match self {
+            CheckKind::Safety => "FAILED (safety): ",
+            CheckKind::Liveness => "FAILED (liveness): ",
+        }
+    }
+
+    /// The outcome a failed check of this kind gives its scenario.
+    pub fn outcome(self) -> Outcome {
+        match self {
+            CheckKind::Safety => Outcome::Fail,
+            CheckKind::Liveness => Outcome::Unavailable,
+        }
+    }
+
+    /// `safety` or `liveness`.
+    pub fn name(self) -> &'static str {
+        match self {
+            CheckKind::Safety => "safety",
+            CheckKind::Liveness => "liveness",
+        }
+    }
+
+    /// The kind of a failed check's `reason` and the text after its prefix; `None` for
+    /// any other reason (met, reported, harness, unknown).
+    pub fn of(reason: &str) -> Option<(CheckKind, &str)> {
+        CheckKind::ALL
+            .into_iter()
+            .find_map(|k| reason.strip_prefix(k.prefix()).map(|rest| (k, rest)))
     }
 }
 
@@ -522,11 +596,46 @@ mod tests {
     use super::*;
 
     #[test]
-    fn worst_outcome_orders_fail_over_unknown_over_pass() {
-        assert_eq!(Outcome::Pass.worst(Outcome::Unknown), Outcome::Unknown);
-        assert_eq!(Outcome::Unknown.worst(Outcome::Fail), Outcome::Fail);
-        assert_eq!(Outcome::Fail.exit_code(), 1);
-        assert_eq!(Outcome::Unknown.exit_code(), 2);
+    fn worst_outcome_orders_fail_over_unavailable_over_unknown_over_pass() {
+        use Outcome::*;
+        let ranked = [NotApplicable, Pass, Unknown, Unavailable, Fail];
+        for (i, a) in ranked.into_iter().enumerate() {
+            for (j, b) in ranked.into_iter().enumerate() {
+                assert_eq!(a.worst(b), ranked[i.max(j)], "{a:?} {b:?}");
+            }
+        }
+        assert_eq!(Fail.exit_code(), 1);
+        assert_eq!(Unknown.exit_code(), 2);
+        assert_eq!(Unavailable.exit_code(), 4);
+        assert_eq!(Pass.exit_code(), 0);
+        assert_eq!(NotApplicable.exit_code(), 0);
+    }
+
+    #[test]
+    fn an_unavailable_outcome_is_written_and_read_as_unavailable() {
+        let json = serde_json::to_string(&Outcome::Unavailable).expect("serialize");
+        assert_eq!(json, "\"unavailable\"");
+        let back: Outcome = serde_json::from_str(&json).expect("parse");
+        assert_eq!(back, Outcome::Unavailable);
+    }
+
+    #[test]
+    fn a_failed_checks_kind_is_read_back_from_its_reason() {
+        for k in CheckKind::ALL {
+            let reason = format!("{}none: 0 sections completed", k.prefix());
+            assert_eq!(
+                CheckKind::of(&reason),
+                Some((k, "none: 0 sections completed"))
+            );
+        }
+        for other in [
+            "ok: none: 10 sections",
+            "reported: x",
+            "harness: y",
+            "unknown: z",
+        ] {
+            assert_eq!(CheckKind::of(other), None, "{other}");
+        }
     }
 
     #[test]

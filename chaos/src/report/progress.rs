@@ -46,7 +46,8 @@ fn secs(d: Duration) -> String {
 fn verdict_line(r: &ScenarioReport) -> String {
     let word = match r.verdict.outcome {
         Outcome::Pass => "PASS",
-        Outcome::Fail => "FAIL",
+        Outcome::Fail => "FAIL (safety)",
+        Outcome::Unavailable => "UNAVAILABLE (liveness)",
         Outcome::Unknown => "UNKNOWN",
         Outcome::NotApplicable => "N/A",
     };
@@ -279,26 +280,7 @@ mod tests {
         for s in 0..=30 {
             obs.tick(&progress(s));
         }
-        let report = ScenarioReport {
-            name: "pause-minority".into(),
-            about: String::new(),
-            expected: String::new(),
-            seed: 1,
-            duration_ms: 60_000,
-            clients: String::new(),
-            faults: vec![],
-            modes: BTreeMap::new(),
-            verdict: Verdict {
-                outcome: Outcome::Fail,
-                reasons: vec!["claim_first lost 2".into()],
-                failed_modes: Vec::new(),
-            },
-            timeline: BTreeMap::new(),
-            history: None,
-            quorum_probe: None,
-            ops: Vec::new(),
-        };
-        obs.scenario_finished(&report);
+        obs.scenario_finished(&finished(Outcome::Fail, "claim_first lost 2"));
         let text = String::from_utf8(obs.into_inner()).expect("utf8");
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[0], "[2/3] pause-minority: started (60s)");
@@ -310,8 +292,54 @@ mod tests {
             "{text}"
         );
         assert!(ticks[2].contains("faults: freeze n2"), "{text}");
-        assert!(text.contains("[2/3] FAIL pause-minority"), "{text}");
+        assert!(
+            text.contains("[2/3] FAIL (safety) pause-minority"),
+            "{text}"
+        );
         assert!(text.contains("    claim_first lost 2"), "{text}");
+    }
+
+    fn finished(outcome: Outcome, reason: &str) -> ScenarioReport {
+        ScenarioReport {
+            name: "pause-minority".into(),
+            about: String::new(),
+            expected: String::new(),
+            seed: 1,
+            duration_ms: 60_000,
+            clients: String::new(),
+            faults: vec![],
+            modes: BTreeMap::new(),
+            verdict: Verdict {
+                outcome,
+                reasons: vec![reason.into()],
+                failed_modes: Vec::new(),
+            },
+            timeline: BTreeMap::new(),
+            history: None,
+            quorum_probe: None,
+            ops: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_verdict_line_says_whether_safety_or_liveness_failed() {
+        let line = verdict_line(&finished(
+            Outcome::Unavailable,
+            "FAILED (liveness): none: 0 sections completed (want > 0: available)",
+        ));
+        assert!(
+            line.starts_with("UNAVAILABLE (liveness) pause-minority"),
+            "{line}"
+        );
+        assert!(
+            line.contains("\n    FAILED (liveness): none: 0 sections"),
+            "{line}"
+        );
+        let line = verdict_line(&finished(
+            Outcome::Fail,
+            "FAILED (safety): none: 1 exclusion violations",
+        ));
+        assert!(line.starts_with("FAIL (safety) pause-minority"), "{line}");
     }
 
     #[test]

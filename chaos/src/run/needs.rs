@@ -1,6 +1,7 @@
 //! What a scenario needs from the run's settings to be judged at all, checked before
 //! anything starts: a scenario that cannot show what its expectation asks for would fail
-//! (exit 1) for a reason that is a setting, not the lock.
+//! (exit 1, or 4 for a liveness check such as sections > 0) for a reason that is a setting,
+//! not the lock.
 //!
 //! | needs | which scenarios | why |
 //! |---|---|---|

@@ -54,7 +54,8 @@ pub fn render(report: &ChaosReport) -> String {
     for s in &report.scenarios {
         let verdict = match s.verdict.outcome {
             Outcome::Pass => "PASS",
-            Outcome::Fail => "FAIL",
+            Outcome::Fail => "FAIL (safety)",
+            Outcome::Unavailable => "UNAVAILABLE (liveness)",
             Outcome::Unknown => "UNKNOWN",
             Outcome::NotApplicable => "N/A",
         };
@@ -93,9 +94,10 @@ pub fn render(report: &ChaosReport) -> String {
     }
     let _ = writeln!(
         out,
-        "overall: {:?} (exit {}); lost % = share of acknowledged increments lost; stale = accepted writes completed after the lease's validity; aband = grants abandoned (validity ran out before the write); viol = overlapping holding windows; tokens = grants whose fencing token repeated one or did not exceed one returned before they asked; pauses = workers stopped while holding; acquires = quorum rounds, failed = rounds without the lock, errors = acquires that failed on unreachable nodes; p50/p99 of winning rounds",
+        "overall: {:?} (exit {}: {}); lost % = share of acknowledged increments lost; stale = accepted writes completed after the lease's validity; aband = grants abandoned (validity ran out before the write); viol = overlapping holding windows; tokens = grants whose fencing token repeated one or did not exceed one returned before they asked; pauses = workers stopped while holding; acquires = quorum rounds, failed = rounds without the lock, errors = acquires that failed on unreachable nodes; p50/p99 of winning rounds",
         report.verdict,
-        report.verdict.exit_code()
+        report.verdict.exit_code(),
+        report.verdict.meaning()
     );
     out
 }

@@ -10,6 +10,15 @@
 //! | may violate, fencing holds | claim_first lost = 0; the rest is reported | claim_first lost anything |
 //! | must show X | every mode: sections > 0; `none`, the canary, runs on the rig's plain lock and shows X (a lost update, or an exclusion violation) — else the rig is blind, and the verdict unknown; the other modes run the lock under test: for a lost update, the lock holds as above; for an exclusion violation, fencing tokens still grow (except across amnesia within the TTL: `amnesia-split`); claim_first lost 0; the rest is reported | claim_first lost anything, (lost update) the lock did not hold, or (exclusion violation) a token did not grow |
 //!
+//! Each check is *safety* or *liveness*. The liveness checks are sections > 0, a grant
+//! after every heal, a completed section in every long minority fault, acquires that felt
+//! a majority loss (all made through one `Liveness` value) and the quorum probe; every
+//! other check is safety. A failed safety check fails the scenario ([`Outcome::Fail`],
+//! exit 1) whatever else happened; failed liveness checks alone make it
+//! [`Outcome::Unavailable`] (exit 4): the lock stayed safe but did not grant where it
+//! promised to — on a busy machine, possibly the machine's doing. A failed check's reason
+//! says which: `FAILED (safety): …` or `FAILED (liveness): …`
+//! ([`crate::report::model::CheckKind`]).
 //!
 //! Safe and available, besides: the rig's own uncontended acquires while exactly
 //! `N − quorum` nodes were down are granted at least half the time
@@ -54,11 +63,12 @@
 //! safe whatever the lock does (a write is accepted only under the latest successful
 //! claim, which read the value atomically).
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
 
 use crate::checker::availability::{GAP_FACTOR, GAP_FLOOR_MS, RESUME_LIMIT_MS};
 use crate::checker::quorum_probe::QuorumProbe;
-use crate::report::model::IDLE_FAULT_MIN_MS;
+use crate::report::model::{CheckKind, IDLE_FAULT_MIN_MS};
 use crate::report::{ModeReport, Outcome, Verdict};
 use crate::scenario::{Anomaly, Expectation};
 
@@ -95,7 +105,11 @@ verdicts (chaos run; none, checked, write_only and claim_first run at once in ev
                                    mode (else unknown, exit 2); the tokens after it judged as above
   any: a worker or fault that failed, a fault left unhealed, an unread counter, an interruption -> unknown (exit 2);
                                    its liveness checks (sections, resumes, acquires felt) are then unknown too,
-                                   while overlaps, tokens and losses recorded are still judged";
+                                   while overlaps, tokens and losses recorded are still judged
+  a failed check is safety or liveness: liveness are sections > 0, a grant after every heal, a section in every
+                                   long minority fault, acquires felt, the quorum probe; all else is safety. Any
+                                   safety failure -> fail (exit 1); liveness failures alone -> unavailable (exit 4:
+                                   the lock stayed safe, but did not grant where it promised to)";
 
 /// The claim-first mode's key in [`ModeReport`] maps.
 const CLAIM_FIRST: &str = "claim_first";
@@ -235,14 +249,19 @@ fn tokens_grow(check: &mut dyn FnMut(&str, bool, String), name: &str, m: &ModeRe
 /// that felt a majority loss): when the harness failed — a worker that could not start or
 /// stopped, a fault that could not be applied — the workload may not have run, so a miss
 /// says nothing of the lock: unknown, never a failure. Safety checks (overlaps, tokens,
-/// losses) stay judged: what was recorded happened.
-struct Liveness {
+/// losses) stay judged: what was recorded happened. A miss judged is a liveness failure
+/// ([`CheckKind::Liveness`]): the scenario is unavailable, not failed, unless a safety
+/// check failed too.
+struct Liveness<'a> {
     harness_failed: bool,
     /// The misses not judged, as reasons.
     unjudged: Vec<String>,
+    /// The kind of the check being made, which the verdict's `check` reads: liveness
+    /// while [`Liveness::check`] makes one, safety otherwise.
+    kind: &'a Cell<CheckKind>,
 }
 
-impl Liveness {
+impl Liveness<'_> {
     fn check(
         &mut self,
         check: &mut dyn FnMut(&str, bool, String),
@@ -255,7 +274,9 @@ impl Liveness {
                 "unknown: {text} (not judged: the harness failed, so the workload may not have run)"
             ));
         } else {
+            self.kind.set(CheckKind::Liveness);
             check(mode, ok, text);
+            self.kind.set(CheckKind::Safety);
         }
     }
 }
@@ -468,20 +489,31 @@ pub fn verdict_for(
         reasons.push("harness: no mode reported".into());
     }
     let mut failed_modes: Vec<String> = Vec::new();
+    // Every check is safety but those made through `Liveness::check`. A failed check costs
+    // the outcome its kind's: fail for safety, unavailable for liveness — so a safety
+    // failure outranks a liveness one whichever came first, and a scenario whose only
+    // misses are liveness ones says so (exit 4, not 1).
+    let kind = Cell::new(CheckKind::Safety);
     let mut check = |mode: &str, ok: bool, text: String| {
+        let kind = kind.get();
         if !ok {
-            outcome = outcome.worst(Outcome::Fail);
+            outcome = outcome.worst(kind.outcome());
             if !failed_modes.iter().any(|m| m == mode) {
                 failed_modes.push(mode.to_owned());
             }
         }
-        reasons.push(format!("{} {text}", if ok { "ok:" } else { "FAILED:" }));
+        reasons.push(if ok {
+            format!("ok: {text}")
+        } else {
+            format!("{}{text}", kind.prefix())
+        });
     };
     // Reported numbers go after the checks' reasons.
     let mut notes: Vec<String> = Vec::new();
     let mut live = Liveness {
         harness_failed: !harness.is_empty(),
         unjudged: Vec::new(),
+        kind: &kind,
     };
     let mut blind: Option<String> = None;
     if !fenced {
@@ -755,7 +787,7 @@ fn beside_the_checks(v: &mut Verdict, line: String) {
         .reasons
         .iter()
         .position(|r| {
-            !(r.starts_with("ok:") || r.starts_with("FAILED:") || r.starts_with("harness:"))
+            !(r.starts_with("ok:") || CheckKind::of(r).is_some() || r.starts_with("harness:"))
         })
         .unwrap_or(v.reasons.len());
     v.reasons.insert(at, line);
@@ -763,7 +795,8 @@ fn beside_the_checks(v: &mut Verdict, line: String) {
 
 /// Adds the quorum probe ([`crate::checker::quorum_probe`]) to `v`: judged where the
 /// expectation promises availability through a minority fault, reported elsewhere, and
-/// not mentioned when the probe did not run or found no window to probe.
+/// not mentioned when the probe did not run or found no window to probe. A lock that gives
+/// up at the edge is unavailable, not unsafe: its miss is a liveness failure.
 pub fn judge_quorum_probe(v: &mut Verdict, expectation: Expectation, probe: Option<&QuorumProbe>) {
     let Some(p) = probe.filter(|p| p.tried > 0) else {
         return;
@@ -773,8 +806,8 @@ pub fn judge_quorum_probe(v: &mut Verdict, expectation: Expectation, probe: Opti
     } else if p.holds() {
         format!("ok: {}", p.describe())
     } else {
-        v.outcome = v.outcome.worst(Outcome::Fail);
-        format!("FAILED: {}", p.describe())
+        v.outcome = v.outcome.worst(CheckKind::Liveness.outcome());
+        format!("{}{}", CheckKind::Liveness.prefix(), p.describe())
     };
     beside_the_checks(v, line);
 }
@@ -856,10 +889,9 @@ mod tests {
             let v = verdict(e, &modes(mode(10, 0, 0, 0), held_back.clone()), &[], true);
             assert_eq!(v.outcome, Outcome::Fail, "{e}: {:?}", v.reasons);
             assert!(
-                v.reasons
-                    .iter()
-                    .any(|r| r.starts_with("FAILED: claim_first: 0 of 40 hand-offs")
-                        && r.contains("slowest 188 ms")),
+                v.reasons.iter().any(|r| r
+                    .starts_with("FAILED (safety): claim_first: 0 of 40 hand-offs")
+                    && r.contains("slowest 188 ms")),
                 "{e}: {:?}",
                 v.reasons
             );
@@ -906,9 +938,9 @@ mod tests {
             let v = verdict(e, &modes(mode(10, 0, 0, 0), held_back.clone()), &[], true);
             assert_eq!(v.outcome, Outcome::Fail, "{e}: {:?}", v.reasons);
             assert!(
-                v.reasons.iter().any(|r| r
-                    .starts_with("FAILED: claim_first: 0 of 12 leases kept past their validity")
-                    && r.contains("slowest 410 ms")),
+                v.reasons.iter().any(|r| r.starts_with(
+                    "FAILED (safety): claim_first: 0 of 12 leases kept past their validity"
+                ) && r.contains("slowest 410 ms")),
                 "{e}: {:?}",
                 v.reasons
             );
@@ -960,7 +992,7 @@ mod tests {
             assert!(v.failed_modes.contains(&"claim_first".to_owned()), "{e}");
             assert!(
                 v.reasons.iter().any(|r| r
-                    .starts_with("FAILED: claim_first: 1 of 4 renewed leases")
+                    .starts_with("FAILED (safety): claim_first: 1 of 4 renewed leases")
                     && r.contains("176 ms later")),
                 "{e}: {:?}",
                 v.reasons
@@ -1004,7 +1036,7 @@ mod tests {
             assert!(
                 v.reasons
                     .iter()
-                    .any(|r| r.starts_with("FAILED: claim_first: 1 renewed grants")),
+                    .any(|r| r.starts_with("FAILED (safety): claim_first: 1 renewed grants")),
                 "{:?}",
                 v.reasons
             );
@@ -1034,7 +1066,7 @@ mod tests {
             assert_eq!(v.failed_modes, ["claim_first"]);
             assert!(
                 v.reasons.iter().any(|r| r
-                    .starts_with("FAILED: claim_first: 2 reads (after a grant or an extend) whose claimed validity outlasted")
+                    .starts_with("FAILED (safety): claim_first: 2 reads (after a grant or an extend) whose claimed validity outlasted")
                     && r.contains("margin min -6.0 ms")),
                 "{:?}",
                 v.reasons
@@ -1152,10 +1184,11 @@ mod tests {
             verdict(Expectation::SafeAndAvailable, &duplicate_token, &[], true).failed_modes,
             ["claim_first"]
         );
+        // A mode that completed nothing was unavailable, not unsafe.
         let idle = modes(mode(0, 0, 0, 0), mode(10, 0, 0, 0));
         assert_eq!(
             verdict(Expectation::SafeAndAvailable, &idle, &[], true).outcome,
-            Outcome::Fail
+            Outcome::Unavailable
         );
     }
 
@@ -1169,10 +1202,78 @@ mod tests {
             verdict(Expectation::UnavailableButSafe, &all, &[], true).outcome,
             Outcome::Pass
         );
+        // Two modes whose acquires never felt the majority loss: a liveness miss.
         assert_eq!(
             verdict(Expectation::UnavailableButSafe, &felt, &[], true).outcome,
-            Outcome::Fail
+            Outcome::Unavailable
         );
+    }
+
+    #[test]
+    fn a_liveness_miss_alone_is_unavailable_and_with_a_safety_failure_fails() {
+        let stopped = ModeReport {
+            idle_fault_windows: 1,
+            ..mode(10, 0, 0, 0)
+        };
+        // Every safety check met; claim_first completed nothing in a long minority fault.
+        let v = verdict(
+            Expectation::SafeAndAvailable,
+            &modes(mode(10, 0, 0, 0), stopped.clone()),
+            &[],
+            true,
+        );
+        assert_eq!(v.outcome, Outcome::Unavailable, "{:?}", v.reasons);
+        assert_eq!(v.outcome.exit_code(), 4);
+        assert_eq!(v.failed_modes, ["claim_first"]);
+        let failed: Vec<_> = v.reasons.iter().filter_map(|r| CheckKind::of(r)).collect();
+        assert_eq!(failed.len(), 1, "{:?}", v.reasons);
+        assert_eq!(failed[0].0, CheckKind::Liveness);
+        assert!(
+            failed[0].1.starts_with(
+                "claim_first: 1 minority faults of 2 s or more without a completed section"
+            ),
+            "{:?}",
+            v.reasons
+        );
+        // The same miss beside an overlap in `none` (judged after it: modes go in name
+        // order): the safety failure decides, and each reason says its kind.
+        let v = verdict(
+            Expectation::SafeAndAvailable,
+            &modes(mode(10, 0, 1, 0), stopped),
+            &[],
+            true,
+        );
+        assert_eq!(v.outcome, Outcome::Fail, "{:?}", v.reasons);
+        assert_eq!(v.outcome.exit_code(), 1);
+        assert_eq!(v.failed_modes, ["claim_first", "none"]);
+        assert!(
+            v.reasons
+                .iter()
+                .any(|r| r.starts_with("FAILED (liveness): claim_first: 1 minority faults")),
+            "{:?}",
+            v.reasons
+        );
+        assert!(
+            v.reasons
+                .iter()
+                .any(|r| r.starts_with("FAILED (safety): none: 1 exclusion violations")),
+            "{:?}",
+            v.reasons
+        );
+        // Every liveness check of every expectation is liveness, every other check safety:
+        // a run that only stopped granting is never a safety failure.
+        let idle = modes(mode(0, 0, 0, 0), mode(0, 0, 0, 0));
+        for e in Expectation::ALL {
+            let v = verdict(e, &idle, &[], true);
+            assert!(
+                !v.reasons
+                    .iter()
+                    .any(|r| matches!(CheckKind::of(r), Some((CheckKind::Safety, _)))),
+                "{e}: {:?}",
+                v.reasons
+            );
+            assert_ne!(v.outcome, Outcome::Fail, "{e}: {:?}", v.reasons);
+        }
     }
 
     #[test]
@@ -1197,7 +1298,7 @@ mod tests {
             let v = verdict(e, &idle, &harness, true);
             assert_eq!(v.outcome, Outcome::Unknown, "{e}: {:?}", v.reasons);
             assert!(
-                !v.reasons.iter().any(|r| r.starts_with("FAILED:")),
+                !v.reasons.iter().any(|r| CheckKind::of(r).is_some()),
                 "{e}: {:?}",
                 v.reasons
             );
@@ -1217,9 +1318,9 @@ mod tests {
             true,
         );
         assert_eq!(v.outcome, Outcome::Fail, "{:?}", v.reasons);
-        // Without a harness failure, no sections is the lock's.
+        // Without a harness failure, no sections is the lock's: unavailable.
         let v = verdict(Expectation::SafeAndAvailable, &idle, &[], true);
-        assert_eq!(v.outcome, Outcome::Fail, "{:?}", v.reasons);
+        assert_eq!(v.outcome, Outcome::Unavailable, "{:?}", v.reasons);
     }
 
     #[test]
@@ -1306,10 +1407,15 @@ mod tests {
             verdict(overlap, &violated, &[], true).outcome,
             Outcome::Pass
         );
+        // No sections anywhere: a liveness miss, which outranks the blind canary's unknown.
         let idle = modes(mode(0, 0, 0, 0), mode(0, 0, 0, 0));
         let v = verdict(lost, &idle, &[], true);
-        assert!(v.reasons.iter().any(|r| r.contains("none: 0 sections")));
-        assert_eq!(v.outcome, Outcome::Fail);
+        assert!(
+            v.reasons
+                .iter()
+                .any(|r| r.starts_with("FAILED (liveness): none: 0 sections"))
+        );
+        assert_eq!(v.outcome, Outcome::Unavailable);
         // client-pause judges the lock under test too (pauses end holding windows at
         // valid_until) — not the canary `none`, which runs on the rig's plain lock.
         let overlapped = modes(paused(3), mode(10, 0, 1, 0));
@@ -1356,7 +1462,7 @@ mod tests {
             );
             assert!(
                 v.reasons.iter().any(|r| r
-                    .starts_with("FAILED: claim_first: 1 keys of never-granted attempts")
+                    .starts_with("FAILED (safety): claim_first: 1 keys of never-granted attempts")
                     && r.contains("n2 at 1.000 s")),
                 "{e}: {:?}",
                 v.reasons
@@ -1423,10 +1529,11 @@ mod tests {
             Expectation::TokensGrow,
         ] {
             let v = verdict(e, &modes(paused(3), stuck.clone()), &[], true);
+            assert_eq!(v.outcome, Outcome::Unavailable, "{e}: {:?}", v.reasons);
             assert!(
-                v.reasons.iter().any(|r| r
-                    .starts_with("FAILED: claim_first: 1 heals without a grant within 3000 ms")
-                    && r.contains("heal at 4000 ms")),
+                v.reasons.iter().any(|r| r.starts_with(
+                    "FAILED (liveness): claim_first: 1 heals without a grant within 3000 ms"
+                ) && r.contains("heal at 4000 ms")),
                 "{e}: {:?}",
                 v.reasons
             );
@@ -1477,7 +1584,7 @@ mod tests {
             v.reasons
         );
         assert!(
-            !v.reasons.iter().any(|r| r.starts_with("FAILED")),
+            !v.reasons.iter().any(|r| CheckKind::of(r).is_some()),
             "a long gap alone fails nothing: {:?}",
             v.reasons
         );
@@ -1566,7 +1673,7 @@ mod tests {
         );
         assert_eq!(v.failed_modes, ["none"], "{:?}", v.reasons);
         assert!(v.reasons.iter().any(|r| r.starts_with(
-            "FAILED: none: 1 grants whose fencing token did not grow (want 0: clocks and forgotten keys end leases early"
+            "FAILED (safety): none: 1 grants whose fencing token did not grow (want 0: clocks and forgotten keys end leases early"
         )));
         // And claim-first still loses nothing.
         let v = verdict(
@@ -1591,10 +1698,9 @@ mod tests {
         let v = verdict(overlap, &shrunk, &[], true);
         assert_eq!(v.failed_modes, ["claim_first"], "{:?}", v.reasons);
         assert!(
-            v.reasons
-                .iter()
-                .any(|r| r
-                    .contains("FAILED: claim_first: 1 grants whose fencing token did not grow")),
+            v.reasons.iter().any(|r| r.contains(
+                "FAILED (safety): claim_first: 1 grants whose fencing token did not grow"
+            )),
             "{:?}",
             v.reasons
         );
@@ -1749,15 +1855,30 @@ mod tests {
             ],
             failed_modes: Vec::new(),
         };
+        // A lock that gives up at the edge is unavailable there, not unsafe.
         let mut v = pass();
         judge_quorum_probe(&mut v, Expectation::SafeAndAvailable, Some(&probe(1, 8)));
-        assert_eq!(v.outcome, Outcome::Fail);
+        assert_eq!(v.outcome, Outcome::Unavailable);
+        assert_eq!(v.outcome.exit_code(), 4);
         assert!(
-            v.reasons[1].starts_with("FAILED: quorum probe: 1 of 8"),
+            v.reasons[1].starts_with("FAILED (liveness): quorum probe: 1 of 8"),
             "{:?}",
             v.reasons
         );
         assert_eq!(v.reasons.len(), 3);
+        // Beside a safety failure it changes nothing: still a failure.
+        let mut v = Verdict {
+            outcome: Outcome::Fail,
+            reasons: vec!["FAILED (safety): none: 1 exclusion violations".into()],
+            failed_modes: vec!["none".into()],
+        };
+        judge_quorum_probe(&mut v, Expectation::SafeAndAvailable, Some(&probe(1, 8)));
+        assert_eq!(v.outcome, Outcome::Fail);
+        assert!(
+            v.reasons[1].starts_with("FAILED (liveness): quorum probe"),
+            "after the checks: {:?}",
+            v.reasons
+        );
 
         let mut v = pass();
         judge_quorum_probe(&mut v, Expectation::SafeAndAvailable, Some(&probe(7, 8)));
