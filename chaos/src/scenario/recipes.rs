@@ -95,6 +95,7 @@ fn scenario(name: &str, about: &str, expectation: Expectation, recipe: Option<Re
         work: Work::Run,
         pause_rate: 0.0,
         amnesia_split: false,
+        split_clock_step: None,
         late_retire: false,
         clients: Clients::PerWorker,
         proxied: Proxied::All,

@@ -60,6 +60,22 @@ pub fn check(s: &Scenario) -> Result<(), SpecError> {
             "`amnesia_split` gives worker 0 its own view of the nodes already; use `proxied = \"all\"` with it",
         ));
     }
+    if let Some(step) = &s.split_clock_step {
+        if !s.amnesia_split {
+            return Err(SpecError::new(
+                "split_clock_step",
+                "steps the clock of the node `amnesia_split` restarts, and there is none without it; set `amnesia_split = true`, or use a `clock-jump` fault for a clock that jumps on its own",
+            ));
+        }
+        for (field, range) in [("back_s", step.back_s), ("forward_s", step.forward_s)] {
+            if range.lo == 0 {
+                return Err(SpecError::new(
+                    format!("split_clock_step.{field}"),
+                    "a step of 0 s leaves the uptime as it is; give at least 1 s, e.g. [30, 60] back (the uptime reads negative) or [60, 120] forward",
+                ));
+            }
+        }
+    }
     if s.late_retire {
         check_late_retire(s)?;
     }
