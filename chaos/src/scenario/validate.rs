@@ -320,3 +320,28 @@ fn fits_targets(rule: &TargetRule, shape: &Shape) -> Result<(), String> {
         _ => Ok(()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::find;
+    use crate::scenario::model::{ClockStep, ValueRange};
+
+    #[test]
+    fn a_clock_step_needs_a_split_and_a_step_of_a_second_or_more() {
+        let stepped = find("amnesia-split-stepped").expect("built-in");
+        assert_eq!(check(stepped), Ok(()));
+        let mut lone = stepped.clone();
+        lone.amnesia_split = false;
+        let e = check(&lone).expect_err("no split");
+        assert_eq!(e.field, "split_clock_step");
+        assert!(e.message.contains("amnesia_split = true"), "{e}");
+        let mut still = stepped.clone();
+        still.split_clock_step = Some(ClockStep {
+            back_s: ValueRange::new(0, 30),
+            forward_s: ValueRange::new(60, 120),
+        });
+        let e = check(&still).expect_err("a step of 0 s");
+        assert_eq!(e.field, "split_clock_step.back_s");
+    }
+}
