@@ -14,7 +14,7 @@ use crate::fence::FenceToken;
 use crate::lease::{Lease, NodeOutcome, NodeReport};
 use crate::node::Node;
 use crate::notify::{Notifier, Watcher};
-use crate::quarantine::{Guards, Restarts};
+use crate::quarantine::{Guards, Lengths, Restarts};
 use crate::quorum::{self, Tally, Until};
 use crate::script;
 use crate::token::Token;
@@ -50,13 +50,20 @@ pub(crate) struct Shared {
     guards: Mutex<Option<Guards>>,
     /// Told of every restart a node sees.
     restarts: Arc<Restarts>,
+    /// The TTL + drift of every TTL used, since when (the nodes read it for `Auto`).
+    lengths: Arc<Lengths>,
     /// The keys this client's leases hold now: its waiters do not ask the nodes for them
     /// (see `held`).
     pub(crate) held: crate::held::Held,
 }
 
 impl Shared {
-    pub(crate) fn new(nodes: Vec<Node>, deadline: Duration, restarts: Arc<Restarts>) -> Self {
+    pub(crate) fn new(
+        nodes: Vec<Node>,
+        deadline: Duration,
+        restarts: Arc<Restarts>,
+        lengths: Arc<Lengths>,
+    ) -> Self {
         Shared {
             nodes: nodes.into_iter().map(Arc::new).collect(),
             notifier: OnceLock::new(),
@@ -66,6 +73,7 @@ impl Shared {
             home: OnceLock::new(),
             guards: Mutex::new(None),
             restarts,
+            lengths,
             held: crate::held::Held::default(),
         }
     }
@@ -78,9 +86,14 @@ impl Shared {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Grows the guards to cover `settings`' TTL (see [`RestartQuarantine::Auto`](crate::config::RestartQuarantine::Auto)).
-    fn note_guards(&self, settings: &Settings) {
+    /// Grows the guards to cover `settings`' TTL (see [`RestartQuarantine::Auto`](crate::config::RestartQuarantine::Auto)),
+    /// in use from `since` (`None`: from the beginning, the builder's TTL). Called before
+    /// anything is sent with that TTL.
+    fn note_guards(&self, settings: &Settings, since: Option<Instant>) {
         if let Some(new) = settings.guards() {
+            if new.auto {
+                self.lengths.note(settings.auto_length(), since);
+            }
             let mut g = self
                 .guards
                 .lock()
@@ -289,7 +302,7 @@ impl Redlock {
 
     pub(crate) fn from_shared(shared: Shared, settings: Settings) -> Self {
         shared.note_deadline(settings.node_timeout);
-        shared.note_guards(&settings);
+        shared.note_guards(&settings, None);
         Redlock {
             shared: Arc::new(shared),
             settings: Arc::new(settings),
@@ -338,12 +351,17 @@ impl Redlock {
         self.settings.drift
     }
 
-    /// How long a node that (re)started may not vote, `None` when the quarantine is off
+    /// How long a node that (re)starts now may not vote, `None` when the quarantine is off
     /// (see [`Builder::restart_quarantine`]). With [`RestartQuarantine::Auto`](crate::config::RestartQuarantine::Auto) it is the
     /// longest TTL + drift allowance of this client and of every client made from it by
-    /// [`with_ttl`](Self::with_ttl) (or by [`Lease::extend_for`]) so far.
+    /// [`with_ttl`](Self::with_ttl) (or by [`Lease::extend_for`]) so far; a node that
+    /// started before a longer TTL was first used is held out only for the lengths in
+    /// use at its start (no lease of the longer TTL can have had its vote).
     pub fn restart_quarantine(&self) -> Option<Duration> {
-        self.shared.guards().filter(|g| g.young).map(|g| g.length)
+        self.shared
+            .guards()
+            .filter(|g| g.young)
+            .map(|g| g.length_at(None, &self.shared.lengths))
     }
 
     /// When a node's yes counts (see [`Builder::durability`]).
@@ -370,7 +388,7 @@ impl Redlock {
     pub fn with_ttl(&self, ttl: Duration) -> Result<Redlock, ConfigError> {
         let settings = self.settings.with_ttl(ttl)?;
         self.shared.note_deadline(settings.node_timeout);
-        self.shared.note_guards(&settings);
+        self.shared.note_guards(&settings, Some(Instant::now()));
         Ok(Redlock {
             shared: Arc::clone(&self.shared),
             settings: Arc::new(settings),

@@ -195,23 +195,29 @@ impl Settings {
         settings.with_durability(self.durability)
     }
 
-    /// The guards leases of this client's TTL need: how long a node that started,
-    /// restarted or jumped at most this long ago may not vote, whether a young server is
-    /// kept out, and the clock-jump allowance; `None` when both guards are off.
+    /// The guards leases of this client's TTL need: an explicit quarantine length, or
+    /// that the TTLs in use set it ([`auto_length`](Self::auto_length), noted by the
+    /// client), whether a young server is kept out, and the clock-jump allowance; `None`
+    /// when both guards are off.
     pub(crate) fn guards(&self) -> Option<Guards> {
-        let auto = self.ttl.saturating_add(self.drift);
-        let length = match self.quarantine {
-            RestartQuarantine::For(length) => length,
-            RestartQuarantine::Auto | RestartQuarantine::Off => auto,
+        let (fixed, auto) = match self.quarantine {
+            RestartQuarantine::For(length) => (length, false),
+            RestartQuarantine::Auto | RestartQuarantine::Off => (Duration::ZERO, true),
         };
         let young = self.quarantine != RestartQuarantine::Off;
         (young || self.clock_jump_guard).then(|| Guards {
-            length,
+            fixed,
+            auto,
             young,
             jumps: self
                 .clock_jump_guard
                 .then(|| Allowance::of(self.drift, self.drift_factor)),
         })
+    }
+
+    /// The quarantine this TTL needs when the TTLs in use set it: TTL + drift.
+    pub(crate) fn auto_length(&self) -> Duration {
+        self.ttl.saturating_add(self.drift)
     }
 
     /// The TTL as sent in `PX` (whole milliseconds, at most [`MAX_TTL`]: see `validated`).
@@ -529,6 +535,7 @@ impl Builder {
         let mut nodes: Vec<Node> = Vec::with_capacity(self.nodes.len());
         let servers = std::sync::Arc::new(crate::node::ServerIds::default());
         let restarts = std::sync::Arc::new(crate::quarantine::Restarts::default());
+        let lengths = std::sync::Arc::new(crate::quarantine::Lengths::default());
         for (index, source) in self.nodes.into_iter().enumerate() {
             let client = source
                 .into_client()
@@ -539,6 +546,7 @@ impl Builder {
                 &settings,
                 std::sync::Arc::clone(&servers),
                 std::sync::Arc::clone(&restarts),
+                std::sync::Arc::clone(&lengths),
             );
             if let Some(first) = nodes.iter().find(|n| n.same_server(&node)) {
                 return Err(ConfigError::DuplicateNode {
@@ -551,7 +559,7 @@ impl Builder {
         }
         let deadline = settings.node_timeout;
         Ok(Redlock::from_shared(
-            Shared::new(nodes, deadline, restarts),
+            Shared::new(nodes, deadline, restarts, lengths),
             settings,
         ))
     }

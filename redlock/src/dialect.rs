@@ -1,11 +1,16 @@
-//! What a connection's server understands beyond the commands every Redis and Valkey has,
-//! read from the `INFO server` reply the handshake asks for anyway (see `node`): no extra
-//! round trip, and nothing is learnt from a server that will not say.
+//! What a connection's server understands beyond the commands every Redis and Valkey has:
+//! `SET … IFEQ`, read from the `INFO server` reply the handshake asks for anyway (see
+//! `node`), and a native compare-and-delete, asked by a probe in the background. Nothing is
+//! learnt from a server that will not say.
 //!
 //! # Why it is per connection
 //! A node's address can be served by another build after a restart or failover: an upgrade
-//! or a downgrade. So what a server speaks is learnt again with every new connection, and
-//! forgotten with it.
+//! or a downgrade (a rollback, a failover to an older replica). So what a server speaks is
+//! learnt again with every new connection, and forgotten with it. And a server can stop
+//! understanding a command under an open connection (a proxy in front fails over to an
+//! older server without closing ours): a command it refuses as unknown, or as a syntax it
+//! lacks, changed nothing, so the call falls back to the script at once, and the
+//! connection keeps to the script from then on.
 //!
 //! # `SET … IFEQ`: compare-and-expire without Lua
 //! Valkey 8.1 and Redis 8.4 added `IFEQ` to `SET`: the write happens only while the key
@@ -18,6 +23,18 @@
 //! The version decides, and a wrong guess is safe: a server that does not know `IFEQ`
 //! answers `ERR syntax error` and changes nothing, and an error is never counted as a
 //! yes. That connection then goes back to the script (see `extend`).
+//!
+//! # `DELIFEQ` and `DELEX`: compare-and-delete without Lua
+//! Valkey 9 has `DELIFEQ key value`, Redis 8.4 `DELEX key IFEQ value`. Whether a
+//! connection's server has either is asked (`COMMAND INFO DELIFEQ DELEX`) by a probe that
+//! the first release on that connection starts in the background: a release never waits
+//! for it, and uses the script until the probe has answered (see `Node::learn_delete`).
+//! A server that then answers the command with `ERR unknown command` deleted nothing; the
+//! same call sends the script right behind it, on the same connection (see `lease`,
+//! `delete_one`).
+//!
+//! A server's error quotes the arguments of a command it does not know, and ours carry the
+//! owner token: the error is never shown as it came (see `error`, `redacted`).
 
 /// The commands one connection's server understands beyond the common set. The default
 /// is the common set alone (the Lua scripts for everything).
@@ -25,6 +42,20 @@
 pub(crate) struct Dialect {
     /// `SET … IFEQ value`: Valkey ≥ 8.1, Redis ≥ 8.4.
     pub(crate) set_ifeq: bool,
+    /// A native compare-and-delete, once the probe has found one.
+    pub(crate) delete: NativeDelete,
+}
+
+/// A native compare-and-delete a connection's server has.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) enum NativeDelete {
+    /// Neither command, or not known yet: the Lua script.
+    #[default]
+    None,
+    /// Valkey ≥ 9: `DELIFEQ key value`.
+    DelIfEq,
+    /// Redis ≥ 8.4: `DELEX key IFEQ value`.
+    DelEx,
 }
 
 /// First Valkey with `SET … IFEQ`.
@@ -53,7 +84,10 @@ impl Dialect {
             (None, None | Some("redis")) => at_least("redis_version", REDIS_SET_IFEQ),
             (None, Some(_)) => false,
         };
-        Dialect { set_ifeq }
+        Dialect {
+            set_ifeq,
+            delete: NativeDelete::None,
+        }
     }
 }
 
@@ -63,6 +97,14 @@ pub(crate) fn not_understood(e: &redis::RedisError) -> bool {
     e.code() == Some("ERR")
         && e.detail()
             .is_some_and(|d| d.to_ascii_lowercase().contains("syntax error"))
+}
+
+/// Whether `e` is a server refusing a command it does not know (`ERR unknown command
+/// 'DELIFEQ', …`): what a server without `DELIFEQ` or `DELEX` answers to it.
+pub(crate) fn unknown_command(e: &redis::RedisError) -> bool {
+    e.code() == Some("ERR")
+        && e.detail()
+            .is_some_and(|d| d.to_ascii_lowercase().starts_with("unknown command"))
 }
 
 /// `major.minor.patch`, compared in that order.
@@ -134,6 +176,29 @@ mod tests {
         assert!(Version::parse("8.10.0") > Version::parse("8.4.0"));
         assert_eq!(Version::parse("8.4"), Some(Version(8, 4, 0)));
         assert_eq!(Version::parse("8"), None);
+    }
+
+    #[test]
+    fn an_unknown_command_is_told_from_other_errors() {
+        let reply = |bytes: &[u8]| {
+            redis::parse_redis_value(bytes)
+                .expect("parses")
+                .extract_error()
+                .expect_err("an error reply")
+        };
+        assert!(unknown_command(&reply(
+            b"-ERR unknown command 'DELIFEQ', with args beginning with: 'k' 'v' \r\n"
+        )));
+        assert!(unknown_command(&reply(
+            b"-ERR unknown command 'DELEX', with args beginning with: \r\n"
+        )));
+        assert!(!unknown_command(&reply(b"-ERR syntax error\r\n")));
+        assert!(!unknown_command(&reply(
+            b"-ERR unknown subcommand 'X'. Try COMMAND HELP.\r\n"
+        )));
+        assert!(!unknown_command(&reply(
+            b"-NOPERM User locker has no permissions to run the 'delifeq' command\r\n"
+        )));
     }
 
     #[test]

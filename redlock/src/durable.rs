@@ -106,7 +106,7 @@ pub(crate) fn judge(reply: RedisResult<redis::Value>, timeout: Duration) -> Resu
 
 /// The error for a `WAITAOF` the server refused.
 fn refused(e: &redis::RedisError) -> NodeError {
-    let text = e.to_string();
+    let text = crate::error::redacted(e);
     let lower = text.to_ascii_lowercase();
     if lower.contains("appendonly is disabled") {
         NodeError::AofDisabled

@@ -166,8 +166,10 @@ pub enum NodeError {
         "{0} requests already wait for this node's replies (is it stopped or overloaded?); refused without sending; it recovers once the node answers again"
     )]
     Backlog(usize),
-    /// The node is the same server (same `run_id`) as the node at this address, reached
-    /// under another name: its vote is not counted twice.
+    /// The node's connection reached the same server (same `run_id`) as the node at this
+    /// address, under another name: its vote is not counted twice. Judged per connection:
+    /// the node connects again after a second or so, and votes once its address leads to a
+    /// server of its own.
     #[error(
         "same server as node {0} (same run_id): list every primary once; this vote is not counted"
     )]
@@ -242,7 +244,7 @@ impl NodeError {
                 .unwrap_or(crate::conn::MAX_PENDING);
             return NodeError::Backlog(waiting);
         }
-        let text = err.to_string();
+        let text = redacted(err);
         if err.kind() == redis::ErrorKind::Parse {
             return NodeError::Protocol(text);
         }
@@ -262,6 +264,49 @@ impl NodeError {
     pub fn is_timeout(&self) -> bool {
         matches!(self, NodeError::Timeout(_))
     }
+}
+
+/// Where a server's error starts quoting the command's arguments back (`ERR unknown command
+/// 'DELIFEQ', with args beginning with: 'key' 'token' `, Redis and Valkey alike).
+const QUOTED_ARGS: &str = "with args beginning with:";
+
+/// `err` as text, without what could be an owner token. A token is a credential (whoever
+/// has it can extend or release the lock: see `token`), and every request that carries one
+/// (`SET`, `DELIFEQ`, the scripts) could come back quoted in an error that is then shown,
+/// logged or returned. So the quoted arguments are cut off (the quote may end inside a
+/// token, which a pattern would miss), and any other run of exactly 32 hex digits (a
+/// token's shape; a `run_id` or a script's SHA has 40) is masked.
+pub(crate) fn redacted(err: &redis::RedisError) -> String {
+    let mut text = err.to_string();
+    if let Some(at) = text.find(QUOTED_ARGS) {
+        text.truncate(at.saturating_add(QUOTED_ARGS.len()));
+        text.push_str(" (withheld)");
+    }
+    mask_token_shaped(&text)
+}
+
+/// `text` with every run of exactly 32 ASCII hex digits replaced by `***`.
+fn mask_token_shaped(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut run = String::new();
+    let flush = |run: &mut String, out: &mut String| {
+        if run.len() == 32 {
+            out.push_str("***");
+        } else {
+            out.push_str(run);
+        }
+        run.clear();
+    };
+    for c in text.chars() {
+        if c.is_ascii_hexdigit() {
+            run.push(c);
+        } else {
+            flush(&mut run, &mut out);
+            out.push(c);
+        }
+    }
+    flush(&mut run, &mut out);
+    out
 }
 
 /// A node's failure, named by its address (never with a password).
@@ -463,5 +508,54 @@ impl LockError {
             }
             _ => false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reply(bytes: &[u8]) -> redis::RedisError {
+        redis::parse_redis_value(bytes)
+            .expect("parses")
+            .extract_error()
+            .expect_err("an error reply")
+    }
+
+    const TOKEN: &str = "0123456789abcdef0123456789abcdef";
+
+    #[test]
+    fn quoted_arguments_are_withheld() {
+        let e = reply(
+            format!("-ERR unknown command 'DELIFEQ', with args beginning with: 'k' '{TOKEN}' \r\n")
+                .as_bytes(),
+        );
+        let text = NodeError::from_redis(&e).to_string();
+        assert!(!text.contains(TOKEN), "{text}");
+        assert!(text.contains("unknown command 'DELIFEQ'"), "{text}");
+        assert!(text.contains("(withheld)"), "{text}");
+        // Cut where the quote begins: a token the server truncated is gone too.
+        let cut = reply(
+            format!(
+                "-ERR unknown command 'SET', with args beginning with: 'k' '{}' \r\n",
+                &TOKEN[..20]
+            )
+            .as_bytes(),
+        );
+        assert!(!redacted(&cut).contains(&TOKEN[..20]), "{}", redacted(&cut));
+    }
+
+    #[test]
+    fn token_shaped_runs_are_masked_and_nothing_else() {
+        let upper = TOKEN.to_ascii_uppercase();
+        let run_id = "a".repeat(40);
+        let e =
+            reply(format!("-ERR odd '{TOKEN}' {upper}; run_id {run_id} port 6379\r\n").as_bytes());
+        let text = redacted(&e);
+        assert!(!text.contains(TOKEN) && !text.contains(&upper), "{text}");
+        assert!(text.contains(&run_id), "{text}");
+        assert!(text.contains("port 6379"), "{text}");
+        assert_eq!(mask_token_shaped(&format!("<{TOKEN}>")), "<***>");
+        assert_eq!(mask_token_shaped(""), "");
     }
 }

@@ -75,8 +75,10 @@ use crate::fence::FenceToken;
 ///  "fence":7,"valid_until_unix_ms":1764590400123}
 /// ```
 ///
-/// `fence` is `null` without fencing. See the [module docs](self) for what the adopting
-/// process may assume (in short: nothing about validity until it extends).
+/// `fence` is `null` without fencing. The token is written in lower case, as the servers
+/// hold it; `adopt` reads it in either case (a system that treats hex as case-blind may
+/// upper-case it in transit). See the [module docs](self) for what the adopting process
+/// may assume (in short: nothing about validity until it extends).
 #[derive(Clone, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct LeaseHandle {

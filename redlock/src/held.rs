@@ -46,6 +46,10 @@ pub(crate) struct Held {
 
 /// A waiting acquire's turn to ask the nodes for its key; the next in line gets it when
 /// this is dropped (the acquire returned, or its future was dropped).
+///
+/// It exists from the moment its gate is in the map, before the turn comes (`guard`
+/// still `None`): an acquire dropped while in line then removes the gate too, when it was
+/// the last to use it.
 #[derive(Debug)]
 pub(crate) struct Turn {
     gates: Arc<Mutex<HashMap<String, Gate>>>,
@@ -85,21 +89,22 @@ impl Held {
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             Arc::clone(gates.entry(key.to_owned()).or_default())
         };
-        let waiting = Arc::clone(&gate).lock_owned();
-        let guard = match deadline {
-            Some(d) => tokio::time::timeout_at(d, waiting).await.ok(),
-            None => Some(waiting.await),
-        };
-        if guard.is_none() {
-            forget_gate(&self.gates, key, &gate);
-            return None;
-        }
-        Some(Turn {
+        // From here the gate is in the map: whatever ends this wait (the turn, the
+        // deadline, this future dropped in line), `turn`'s drop takes the gate out again
+        // once nobody else uses it.
+        let mut turn = Turn {
             gates: Arc::clone(&self.gates),
             key: key.to_owned(),
             gate,
-            guard,
-        })
+            guard: None,
+        };
+        // The wait holds a clone of the gate; it ends (or is dropped) before `turn` is.
+        let waiting = Arc::clone(&turn.gate).lock_owned();
+        turn.guard = match deadline {
+            Some(d) => tokio::time::timeout_at(d, waiting).await.ok(),
+            None => Some(waiting.await),
+        };
+        turn.guard.is_some().then_some(turn)
     }
 
     fn lock(&self) -> MutexGuard<'_, HashMap<Arc<str>, (Token, Instant)>> {
@@ -152,6 +157,8 @@ impl Held {
 mod tests {
     use std::time::Duration;
 
+    use futures::FutureExt;
+
     use super::*;
 
     #[tokio::test(start_paused = true)]
@@ -191,5 +198,41 @@ mod tests {
             None,
             "forgotten by its lease"
         );
+    }
+
+    fn gates(held: &Held) -> usize {
+        held.gates
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .len()
+    }
+
+    /// A waiting acquire dropped while in line (its wait timed out by the caller's
+    /// `timeout`, its task aborted) takes its key's gate with it when it was the last in
+    /// line: the map once kept a gate for every key that ended that way.
+    #[tokio::test(start_paused = true)]
+    async fn a_turn_dropped_while_waiting_leaves_no_gate_behind() {
+        let held = Held::default();
+        for deadline in [None, Some(Instant::now() + Duration::from_secs(1))] {
+            for first_goes_first in [true, false] {
+                let first = held.turn("k", None).await.expect("nobody in line");
+                let mut second = Box::pin(held.turn("k", deadline));
+                assert!(second.as_mut().now_or_never().is_none(), "behind first");
+                if first_goes_first {
+                    drop(first);
+                    drop(second);
+                } else {
+                    drop(second);
+                    drop(first);
+                }
+                assert_eq!(
+                    gates(&held),
+                    0,
+                    "deadline {deadline:?}, first dropped first: {first_goes_first}"
+                );
+            }
+        }
+        // The key's line still works.
+        assert!(held.turn("k", None).await.is_some());
     }
 }

@@ -7,10 +7,11 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::client::Redlock;
+use crate::dialect::NativeDelete;
 use crate::error::{LockError, NodeError};
 use crate::extend;
 use crate::fence::FenceToken;
-use crate::node::{NativeDelete, Node};
+use crate::node::{Link, Node};
 use crate::notify;
 use crate::quorum::{self, Tally, Until};
 use crate::renew::{RenewOptions, RenewingLease};
@@ -234,7 +235,7 @@ impl Lease {
 
     /// Whether validity is left now. Check it before each step of protected work.
     ///
-    /// With the restart quarantine on (the default, see
+    /// With the restart quarantine on (it is off by default: see
     /// [`Builder::restart_quarantine`](crate::Builder::restart_quarantine)), also `false`
     /// once this client has seen that nodes whose yes the lease counted restarted, leaving
     /// fewer than a quorum of its votes (they may have forgotten its keys). A restart is
@@ -741,9 +742,10 @@ pub(crate) async fn delete_everywhere(
     let tally: Tally<i64> = quorum::fan_out(nodes, required, until, deadline, tasks, |node| {
         let (key, token, announce) = (Arc::clone(key), *token, Arc::clone(&announce));
         async move {
-            let native = node.native_delete(deadline);
-            node.call_unbounded_in(room, |mut c| async move {
-                delete_one(&mut c, native, &key, &token, &announce)
+            node.learn_delete(deadline);
+            let on = &node;
+            node.call_unbounded_in(room, |mut c, link| async move {
+                delete_one(&mut c, on, link, &key, &token, &announce)
                     .await
                     .map(Some)
             })
@@ -789,16 +791,27 @@ fn report_of(nodes: &[Arc<Node>], tally: Tally<i64>) -> ReleaseReport {
 }
 
 /// 1 released, 0 gone, −1 not ours (the native commands cannot tell gone from not ours
-/// and report 0 for both).
+/// and report 0 for both). On `link`'s connection: the native command its server has, or
+/// the script.
+///
+/// A server that answers the native command as unknown (or its syntax as wrong) deleted
+/// nothing: it is no longer the server the probe asked (a proxy in front failed over to an
+/// older one). The script follows on the same connection, so the release still deletes at
+/// once, and still after everything sent before it (the `SET` it must follow). A request
+/// sent after the release may reach the server before the script; that is harmless, as
+/// the script deletes only a key that holds our token (a later `SET NX` of ours that comes
+/// first finds our key and is refused, as it would have been a moment earlier). The
+/// connection keeps to the script from then on.
 async fn delete_one(
     c: &mut crate::conn::Conn,
-    native: NativeDelete,
+    node: &Node,
+    link: Link,
     key: &str,
     token: &Token,
     announce: &Announce,
 ) -> redis::RedisResult<i64> {
     let (channel, release_id) = (&announce.channel, &announce.release_id);
-    let native_cmd = match native {
+    let native_cmd = match link.dialect.delete {
         NativeDelete::None => return announce.script.query_async(c).await,
         NativeDelete::DelIfEq => {
             let mut cmd = redis::cmd("DELIFEQ");
@@ -811,7 +824,14 @@ async fn delete_one(
             cmd
         }
     };
-    let deleted: i64 = native_cmd.query_async(c).await?;
+    let deleted: i64 = match native_cmd.query_async(c).await {
+        Ok(deleted) => deleted,
+        Err(e) if crate::dialect::unknown_command(&e) || crate::dialect::not_understood(&e) => {
+            node.delete_by_script(link);
+            return announce.script.query_async(c).await;
+        }
+        Err(e) => return Err(e),
+    };
     if deleted == 1 && !channel.is_empty() {
         let _: i64 = redis::cmd("PUBLISH")
             .arg(channel)

@@ -21,9 +21,9 @@
 //! **Lua** is used only where the server offers no single command: the unfenced acquire is
 //! `SET NX` everywhere; extend is `SET … IFEQ` on Valkey ≥ 8.1 and Redis ≥ 8.4 (learnt per
 //! connection from `INFO server`), a script elsewhere; release is `DELIFEQ` on Valkey ≥ 9
-//! and `DELEX` on Redis ≥ 8.4 (once a background probe has found them), a script
-//! elsewhere; the fenced acquire, fence write and [`Lease::retire_fence`] are always
-//! scripts. Where an ACL denies scripting, those calls fail on each node with
+//! and `DELEX` on Redis ≥ 8.4 (once a background probe has found them, per connection too),
+//! a script elsewhere; the fenced acquire, fence write and [`Lease::retire_fence`] are
+//! always scripts. Where an ACL denies scripting, those calls fail on each node with
 //! [`NodeError::Auth`] (`NOPERM …`), and the operation with [`LockError::QuorumNotReached`]
 //! (a release: [`ReleaseOutcome::Failed`] per node).
 //!
@@ -75,7 +75,10 @@
 //!   started less than the TTL + drift ago out of the vote, and voids a held lease's votes
 //!   from a node seen to restart since. It assumes that no client of these nodes uses a
 //!   longer TTL than the quarantine, and that a node's `uptime_in_seconds` and `run_id` tell
-//!   the truth about its start; it cannot see a node emptied without a restart (`FLUSHALL`,
+//!   the truth about its start (the uptime is read from the server's wall clock: where it
+//!   is unusable, or contradicts a restart this client saw, the start is taken as *now*;
+//!   a forward clock step after a restart the client never saw the old server of cannot
+//!   be told); it cannot see a node emptied without a restart (`FLUSHALL`,
 //!   `DEBUG RELOAD`, eviction) or one whose `INFO` an ACL hides. It costs availability after
 //!   restarts, also after those that kept the data, and for the first TTL of a freshly
 //!   started cluster (a first start looks like a restart). Where every node runs
@@ -181,7 +184,8 @@
 //! - `clockwatch`: the clock-jump guard — each node's clock offset from `TIME` read
 //!   behind every vote, and what counts as a jump.
 //! - `extend`: one node's compare-and-expire, `SET … IFEQ` or the script. `dialect`: what a
-//!   connection's server understands beyond the common commands, from its `INFO server`.
+//!   connection's server understands beyond the common commands, from its `INFO server`
+//!   and a probe for a native compare-and-delete.
 //! - `script`: the Lua scripts, and why they go as `EVAL`. `node`: one primary, its
 //!   connection and calls with a deadline (made from a URL or from your `redis::Client`,
 //!   see [`Redlock::builder_from_clients`]). `conn`: the connection itself — our own lean

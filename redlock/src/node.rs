@@ -33,12 +33,31 @@
 //! # One server, one vote
 //! `build()` refuses two URLs that resolve to a common address. Two addresses can still
 //! reach one server (a proxy, NAT, another interface of the same host); so each new
-//! connection asks the server for its `run_id`, and a node whose server already answered
-//! under another node's name fails every call with [`NodeError::SameServer`]: its vote is
-//! never counted twice. The same `INFO server` reply gives the server's uptime, from which
-//! the restart quarantine decides whether its votes count yet (see `quarantine`); a
-//! `run_id` other than the last connection's is a restart. It also tells which commands
-//! the connection's server understands (see `dialect`).
+//! connection asks the server for its `run_id`. Each node claims the server its last
+//! accepted connection reached ([`ServerIds`]); a new connection that reaches a server
+//! another node claims is refused and closed, and the node fails every call with
+//! [`NodeError::SameServer`] for [`SAME_SERVER_RECHECK`], then connects again to see where
+//! its address leads now. So two nodes never both count one server, and a misroute that is
+//! mended (the proxy pointed back) costs the node its vote only until the next re-check,
+//! not for the client's life.
+//!
+//! A claim moves only when the node's connection is accepted at another server, which the
+//! quarantine sees as a restart of that node (a new `run_id`): its epoch moves on, and
+//! what it voted over the old connection is void. Until then the node keeps its old
+//! server, also while it is refused elsewhere or cannot connect, because its votes there
+//! still stand. The price: when node B's address moves to a server node A claims, B's old
+//! server counts for no other node either, until B's address leads to a server of its own
+//! again. With both guards off nothing is ever voided (see `quarantine`), and a vote given
+//! over a connection just before its node moved can be counted beside the new claimant's
+//! in one round, as can any vote of a node that restarted.
+//!
+//! The same `INFO server` reply gives the server's uptime, from which the restart
+//! quarantine decides whether its votes count yet (see `quarantine`); a `run_id` other
+//! than the last accepted connection's is a restart. It also tells which commands the
+//! connection's server understands (see `dialect`), and a probe on the connection, started
+//! by its first release, which native compare-and-delete it has: learnt per connection,
+//! like everything the server says about itself, since the next connection may reach
+//! another build.
 //!
 //! # What goes behind a vote
 //! A vote's request can have company in the gate, on the same connection and in this
@@ -50,8 +69,8 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
 use std::task::Poll;
 use std::time::Duration;
 
@@ -63,44 +82,38 @@ use tokio::time::Instant;
 use crate::clockwatch::{Sample, Step};
 use crate::config::Settings;
 use crate::conn::Conn;
-use crate::dialect::Dialect;
+use crate::dialect::{Dialect, NativeDelete};
 use crate::durable::Durability;
 use crate::error::NodeError;
-use crate::quarantine::{Guards, Incarnation, Restarts, ServerInfo};
+use crate::quarantine::{Guards, Incarnation, Lengths, Restarts, ServerInfo};
 use crate::room::Room;
 
-/// Whether a server has a native compare-and-delete, detected once per node.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum NativeDelete {
-    /// Neither command: use the Lua script.
-    None,
-    /// Valkey ≥ 9: `DELIFEQ key value`.
-    DelIfEq,
-    /// Redis ≥ 8.4: `DELEX key IFEQ value`.
-    DelEx,
-}
-
-/// Which node first reached each server, by the server's `run_id`; shared by the nodes of
-/// one client.
+/// Which node's connection reaches each server, by the server's `run_id`; shared by the
+/// nodes of one client. A node claims the server its last accepted connection reached (the
+/// one its `Incarnation` knows), and only that one.
 #[derive(Debug, Default)]
 pub(crate) struct ServerIds(std::sync::Mutex<HashMap<String, (usize, String)>>);
 
 impl ServerIds {
-    /// Records that node `index` (at `addr`) reached server `run_id`; the address of the
-    /// other node that reached it first, if any.
-    fn claim(&self, run_id: String, index: usize, addr: &str) -> Option<String> {
+    /// Node `index` (at `addr`) has a new connection, to server `run_id`. When another node
+    /// claims that server, its address: the connection is refused, and this node keeps
+    /// whatever it claimed (its earlier votes there stand in its current epoch, so the
+    /// server must not count for another node). Otherwise the server is now this node's
+    /// claim, in place of any other: its connection moved, and its epoch moves with it when
+    /// the server is another (see `quarantine`).
+    fn claim(&self, run_id: &str, index: usize, addr: &str) -> Option<String> {
         let mut ids = self
             .0
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        match ids.get(&run_id) {
-            Some((first, first_addr)) if *first != index => Some(first_addr.clone()),
-            Some(_) => None,
-            None => {
-                ids.insert(run_id, (index, addr.to_owned()));
-                None
-            }
+        if let Some((holder, holder_addr)) = ids.get(run_id)
+            && *holder != index
+        {
+            return Some(holder_addr.clone());
         }
+        ids.retain(|_, (holder, _)| *holder != index);
+        ids.insert(run_id.to_owned(), (index, addr.to_owned()));
+        None
     }
 }
 
@@ -127,12 +140,26 @@ type Connected = RedisResult<(Conn, Option<ServerInfo>, Dialect)>;
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Link {
     generation: u64,
-    /// Learnt at connect; no longer `set_ifeq` once [`Node::script_only`] was told.
+    /// Learnt at connect, and for deletes from the probe; no longer `set_ifeq` once
+    /// [`Node::script_only`] was told, nor a native delete once [`Node::delete_by_script`]
+    /// was.
     pub(crate) dialect: Dialect,
 }
 
-/// In [`Node::set_ifeq`]: no connection known to take `SET … IFEQ`.
-const NO_SET_IFEQ: u64 = u64::MAX;
+/// In the generation fields of [`Node`]: no connection (known to take the command, or
+/// probed).
+const NO_CONNECTION: u64 = u64::MAX;
+
+/// How long a node whose connection was refused as another node's server
+/// ([`NodeError::SameServer`]) keeps that verdict before it connects again to see where
+/// its address leads now. A misroute that is mended (a proxy or NAT rule pointed back, a
+/// DNS name that resolves elsewhere) is noticed within this time; while it lasts, the node
+/// costs its server one connection per period, and its calls fail at once in between.
+pub(crate) const SAME_SERVER_RECHECK: Duration = Duration::from_secs(1);
+
+/// The code of the error a call gets on a node refused as another node's server (an
+/// extension error, like `conn`'s backlog); its detail is that node's address.
+const SAME_SERVER_CODE: &str = "REDLOCK_SAME_SERVER";
 
 /// Whether a yes reached the node's disk, when durable votes asked (see `durable`):
 /// `Ok` when it did, or when nobody asked.
@@ -148,6 +175,10 @@ enum Slot {
     Connecting(JoinHandle<Connected>),
     /// Made; with its generation and the epoch of its server (see `quarantine`).
     Ready(u64, Conn, u64),
+    /// The last connection, made `at`, reached the server of the node at address `other`
+    /// (so it was closed); nothing is sent until [`SAME_SERVER_RECHECK`] has passed, then
+    /// the node connects again.
+    Refused { other: String, at: Instant },
 }
 
 /// A Redis or Valkey primary taking part in the quorum.
@@ -160,17 +191,21 @@ pub(crate) struct Node {
     conn: Mutex<Slot>,
     generation: AtomicU64,
     servers: Arc<ServerIds>,
-    /// Set when this node's server answered first under another node's name.
-    same_as: OnceLock<String>,
-    native_delete: OnceLock<NativeDelete>,
+    /// Whether a probe for a native compare-and-delete is running.
     probing: AtomicBool,
-    /// The generation counter when the last probe ended without telling (ACL denies
-    /// `COMMAND`, …): no new probe until a new connection (see [`Node::native_delete`]).
+    /// How many connections had been made when the last probe got an answer, whatever it
+    /// said (found, found nothing, ACL denies `COMMAND`), or could not connect: no new
+    /// probe until another is made (see [`Node::learn_delete`]).
     probed: AtomicU64,
     /// The generation of the connection whose server takes `SET … IFEQ` (see `dialect`),
-    /// or [`NO_SET_IFEQ`]. Written in the gate when a connection is made; read in the gate
-    /// by each call, so a call sees what the connection it is sent on can do.
+    /// or [`NO_CONNECTION`]. Written in the gate when a connection is made; read in the
+    /// gate by each call, so a call sees what the connection it is sent on can do.
     set_ifeq: AtomicU64,
+    /// The generation of the connection whose server has `DELIFEQ`, or [`NO_CONNECTION`];
+    /// written when the probe answered on it, read like `set_ifeq`.
+    delifeq: AtomicU64,
+    /// The same for `DELEX`.
+    delex: AtomicU64,
     resolved: Vec<SocketAddr>,
     /// How long making a connection may take.
     connect_budget: Duration,
@@ -178,6 +213,8 @@ pub(crate) struct Node {
     incarnation: Incarnation,
     /// Told of every restart this node sees.
     restarts: Arc<Restarts>,
+    /// The quarantine lengths in use, and since when (shared by the client's nodes).
+    lengths: Arc<Lengths>,
     /// One permit per call in flight (see [`MAX_IN_FLIGHT`]).
     in_flight: Arc<tokio::sync::Semaphore>,
 }
@@ -196,6 +233,7 @@ impl Node {
         settings: &Settings,
         servers: Arc<ServerIds>,
         restarts: Arc<Restarts>,
+        lengths: Arc<Lengths>,
     ) -> Self {
         let info = client.get_connection_info();
         let addr = info.addr().to_string();
@@ -214,15 +252,16 @@ impl Node {
             conn: Mutex::new(Slot::Empty),
             generation: AtomicU64::new(0),
             servers,
-            same_as: OnceLock::new(),
-            native_delete: OnceLock::new(),
             probing: AtomicBool::new(false),
-            probed: AtomicU64::new(u64::MAX),
-            set_ifeq: AtomicU64::new(NO_SET_IFEQ),
+            probed: AtomicU64::new(NO_CONNECTION),
+            set_ifeq: AtomicU64::new(NO_CONNECTION),
+            delifeq: AtomicU64::new(NO_CONNECTION),
+            delex: AtomicU64::new(NO_CONNECTION),
             resolved,
             connect_budget,
             incarnation: Incarnation::default(),
             restarts,
+            lengths,
             in_flight: Arc::new(tokio::sync::Semaphore::new(MAX_IN_FLIGHT)),
         }
     }
@@ -247,19 +286,19 @@ impl Node {
         &self.client
     }
 
-    /// Runs `f` against this node's connection within `timeout`.
-    /// Returns the reply and how long it took.
+    /// Runs `f` against this node's connection within `timeout`, telling it the [`Link`]
+    /// it is sent on. Returns the reply and how long it took.
     pub(crate) async fn call<T, F, Fut>(
         &self,
         timeout: Duration,
         f: F,
     ) -> (Result<T, NodeError>, Duration)
     where
-        F: FnOnce(Conn) -> Fut,
+        F: FnOnce(Conn, Link) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
     {
         let started = Instant::now();
-        match tokio::time::timeout(timeout, self.call_unbounded(f)).await {
+        match tokio::time::timeout(timeout, self.call_unbounded_in(Room::Shared, f)).await {
             Ok(answer) => answer,
             Err(_) => {
                 let e = NodeError::Timeout(timeout);
@@ -277,22 +316,22 @@ impl Node {
         F: FnOnce(Conn) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
     {
-        self.call_unbounded_in(Room::Shared, f).await
+        self.call_unbounded_in(Room::Shared, |c, _| f(c)).await
     }
 
     /// Like [`call_unbounded`](Self::call_unbounded), taking places in the connection's
     /// line as `room` allows: [`Room::Reserved`] for a delete that follows a write of ours
-    /// on this node (see `room`).
+    /// on this node (see `room`); `f` is told the [`Link`] it is sent on.
     pub(crate) async fn call_unbounded_in<T, F, Fut>(
         &self,
         room: Room,
         f: F,
     ) -> (Result<T, NodeError>, Duration)
     where
-        F: FnOnce(Conn) -> Fut,
+        F: FnOnce(Conn, Link) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
     {
-        let (result, took) = self.call_with(|c, _| f(c), room, false, None).await;
+        let (result, took) = self.call_with(f, room, false, None).await;
         (result.map(|(v, _, _, _)| v), took)
     }
 
@@ -356,7 +395,10 @@ impl Node {
     ) -> Result<Option<(T, u64)>, NodeError> {
         match (answer, guards) {
             (Ok(Some((v, epoch))), Some(guards)) => {
-                match self.incarnation.vote_counts(epoch, Instant::now(), guards) {
+                match self
+                    .incarnation
+                    .vote_counts(epoch, Instant::now(), guards, &self.lengths)
+                {
                     Ok(()) => Ok(Some((v, epoch))),
                     Err(e) => {
                         crate::metrics::quarantined_vote(&self.addr);
@@ -458,18 +500,15 @@ impl Node {
         Fut: Future<Output = RedisResult<T>>,
     {
         let started = Instant::now();
-        if let Some(other) = self.same_as.get() {
-            return (Err(NodeError::SameServer(other.clone())), started.elapsed());
-        }
         // Unconstrained: under Tokio's cooperative budget a resource may answer "not now"
         // without taking a place in line — the gate, or the pipeline's channel — and a
         // later call would overtake this one (see "Calls reach the server in the order
         // they were made").
         let result = match tokio::task::unconstrained(self.in_order(f, room, timed, wait)).await {
-            Err(e) => match self.same_as.get() {
-                Some(other) => Err(NodeError::SameServer(other.clone())),
-                None => Err(NodeError::from_redis(&e)),
-            },
+            Err(e) if e.code() == Some(SAME_SERVER_CODE) => Err(NodeError::SameServer(
+                e.detail().unwrap_or_default().to_owned(),
+            )),
+            Err(e) => Err(NodeError::from_redis(&e)),
             Ok(v) => Ok(v),
         };
         if let Err(e) = &result {
@@ -485,6 +524,7 @@ impl Node {
     async fn connect(client: Client, config: AsyncConnectionConfig, budget: Duration) -> Connected {
         let attempt = async {
             let mut conn = Conn::connect(&client, &config).await?;
+            let asked_at = Instant::now();
             let text = redis::cmd("INFO")
                 .arg("server")
                 .query_async::<String>(&mut conn)
@@ -492,7 +532,7 @@ impl Node {
                 .ok();
             let info = text
                 .as_deref()
-                .map(|info| ServerInfo::parse(info, Instant::now()));
+                .map(|info| ServerInfo::parse(info, asked_at, Instant::now()));
             let dialect = text.as_deref().map(Dialect::of).unwrap_or_default();
             Ok((conn, info, dialect))
         };
@@ -506,18 +546,11 @@ impl Node {
             })
     }
 
-    /// Checks that no other node reached the server `run_id` first.
-    fn check_distinct(&self, run_id: Option<String>) -> RedisResult<()> {
-        if let Some(run_id) = run_id
-            && let Some(other) = self.servers.claim(run_id, self.index, &self.addr)
-        {
-            let _ = self.same_as.set(other);
-            return Err(RedisError::from((
-                redis::ErrorKind::Client,
-                "same server as another node",
-            )));
-        }
-        Ok(())
+    /// The address of another node whose connection reaches the server `run_id` (this
+    /// node's new connection is then refused), or `None`: the server is this node's (see
+    /// [`ServerIds::claim`]).
+    fn check_distinct(&self, run_id: Option<&str>) -> Option<String> {
+        self.servers.claim(run_id?, self.index, &self.addr)
     }
 
     /// The connection, made now if there is none: waits (holding the gate) for the
@@ -528,9 +561,21 @@ impl Node {
     /// sent for this call yet, and the gate is held, so connecting again here keeps the
     /// order of calls and spares the call a certain failure. So does a connecting task
     /// cancelled with its runtime.
+    ///
+    /// A node refused as another node's server fails at once until its re-check is due,
+    /// and then connects again: the verdict is the last connection's, not the node's.
     async fn connection(&self, slot: &mut Slot) -> RedisResult<(u64, Conn, u64)> {
-        if matches!(slot, Slot::Ready(_, c, _) if c.is_broken()) {
-            *slot = Slot::Empty;
+        let mut was_refused = false;
+        match slot {
+            Slot::Ready(_, c, _) if c.is_broken() => *slot = Slot::Empty,
+            Slot::Refused { other, at } if at.elapsed() < SAME_SERVER_RECHECK => {
+                return Err(same_server(other));
+            }
+            Slot::Refused { .. } => {
+                was_refused = true;
+                *slot = Slot::Empty;
+            }
+            _ => {}
         }
         let mut tries = 0u8;
         let made = loop {
@@ -544,7 +589,7 @@ impl Node {
             let made = match slot {
                 Slot::Ready(g, c, e) => return Ok((*g, c.clone(), *e)),
                 Slot::Connecting(task) => task.await,
-                Slot::Empty => Ok(Err(RedisError::from((
+                Slot::Empty | Slot::Refused { .. } => Ok(Err(RedisError::from((
                     redis::ErrorKind::Io,
                     "no connection",
                 )))),
@@ -564,7 +609,20 @@ impl Node {
                 join.to_string(),
             ))
         })??;
-        self.check_distinct(info.as_ref().and_then(|i| i.run_id.clone()))?;
+        if let Some(other) = self.check_distinct(info.as_ref().and_then(|i| i.run_id.as_deref())) {
+            if !was_refused {
+                tracing::warn!(node = %self.addr, same_as = %other, "node reaches the same server as another node: its votes do not count while it does");
+            }
+            let refusal = same_server(&other);
+            *slot = Slot::Refused {
+                other,
+                at: Instant::now(),
+            };
+            return Err(refusal);
+        }
+        if was_refused {
+            tracing::info!(node = %self.addr, "node reaches a server of its own again: its votes count");
+        }
         let epoch = match &info {
             Some(info) => {
                 let (epoch, restarted) = self.incarnation.learn(info);
@@ -579,7 +637,7 @@ impl Node {
         };
         let g = self.generation.fetch_add(1, Ordering::Relaxed);
         self.set_ifeq.store(
-            if dialect.set_ifeq { g } else { NO_SET_IFEQ },
+            if dialect.set_ifeq { g } else { NO_CONNECTION },
             Ordering::Release,
         );
         *slot = Slot::Ready(g, conn.clone(), epoch);
@@ -607,9 +665,9 @@ impl Node {
         Fut: Future<Output = RedisResult<T>>,
     {
         let mut gate = self.conn.lock().await;
-        let (generation, conn, epoch) = self.connection(&mut gate).await?;
+        let (generation, conn, conn_epoch) = self.connection(&mut gate).await?;
         // Read in the gate: a jump seen later leaves this call in the old epoch.
-        let epoch = self.incarnation.sending(epoch);
+        let epoch = self.incarnation.sending(conn_epoch);
         // Waited for in the gate, so calls keep their order when the limit is reached;
         // held until the reply, so the channel always has room for this request (and its
         // `TIME` and `WAITAOF`).
@@ -639,10 +697,18 @@ impl Node {
             let cmd = crate::durable::waitaof(timeout);
             Box::pin(async move { cmd.query_async::<redis::Value>(&mut c).await })
         });
+        let on = |known: &AtomicU64| known.load(Ordering::Acquire) == generation;
         let link = Link {
             generation,
             dialect: Dialect {
-                set_ifeq: self.set_ifeq.load(Ordering::Acquire) == generation,
+                set_ifeq: on(&self.set_ifeq),
+                delete: if on(&self.delifeq) {
+                    NativeDelete::DelIfEq
+                } else if on(&self.delex) {
+                    NativeDelete::DelEx
+                } else {
+                    NativeDelete::None
+                },
             },
         };
         let mut request = std::pin::pin!(f(conn, link));
@@ -663,6 +729,11 @@ impl Node {
             Poll::Ready(r) => r,
             Poll::Pending => request.await,
         };
+        if result.is_ok() {
+            // The server of this connection was up after `sent`: a restart found later
+            // cannot have come before (see `quarantine`, "fails closed").
+            self.incarnation.answered(conn_epoch, sent);
+        }
         let result = match (result, clock, clock_first) {
             (Ok(v), Some(c), Some(first)) => {
                 let time = match first {
@@ -711,7 +782,7 @@ impl Node {
             .set_ifeq
             .compare_exchange(
                 link.generation,
-                NO_SET_IFEQ,
+                NO_CONNECTION,
                 Ordering::AcqRel,
                 Ordering::Acquire,
             )
@@ -721,65 +792,92 @@ impl Node {
         }
     }
 
-    /// The native compare-and-delete this server is known to offer. Until a probe has
-    /// answered, the Lua script is used (it works everywhere) and a probe is started in
-    /// the background, so a release never waits on detection.
-    ///
-    /// A probe that gets no usable answer other than a timeout (ACL denies `COMMAND`, a
-    /// renamed command) is not repeated on the same connection: every release would
-    /// otherwise send it again, and each denial lands in the server's `ACL LOG` and in
-    /// the auth-error metrics. A new connection (a restart may have brought an upgrade or
-    /// other rules) is probed once more.
-    pub(crate) fn native_delete(self: &Arc<Self>, timeout: Duration) -> NativeDelete {
-        if let Some(n) = self.native_delete.get() {
-            return *n;
+    /// Stops sending a native compare-and-delete on `link`'s connection: its server
+    /// answered it as an unknown command (it said it had one; a proxy in front has failed
+    /// over to an older server since). The next connection is probed afresh.
+    pub(crate) fn delete_by_script(&self, link: Link) {
+        let known = match link.dialect.delete {
+            NativeDelete::None => return,
+            NativeDelete::DelIfEq => &self.delifeq,
+            NativeDelete::DelEx => &self.delex,
+        };
+        if known
+            .compare_exchange(
+                link.generation,
+                NO_CONNECTION,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_ok()
+        {
+            tracing::info!(node = %self.addr, command = ?link.dialect.delete, "node no longer knows its compare-and-delete: releasing with the script on this connection");
         }
+    }
+
+    /// Starts a probe, in the background, for a native compare-and-delete on this node's
+    /// current connection (or the next one, when there is none), unless one has answered
+    /// on it already or one is running: a release never waits on detection, and uses the
+    /// script until the probe has found a command on the connection it is sent on (see
+    /// `dialect`).
+    ///
+    /// A probe that got an answer on a connection — the commands it found, none, or a
+    /// refusal (ACL denies `COMMAND`, a renamed command) — is not repeated on it: every
+    /// release would otherwise send it again, and each denial lands in the server's
+    /// `ACL LOG` and in the auth-error metrics. A new connection (a restart may have brought
+    /// an upgrade, a downgrade or other rules) is probed once more, and so is one whose
+    /// probe timed out.
+    pub(crate) fn learn_delete(self: &Arc<Self>, timeout: Duration) {
         if self.probed.load(Ordering::Acquire) == self.generation.load(Ordering::Acquire) {
-            return NativeDelete::None;
+            return;
         }
         if !self.probing.swap(true, Ordering::AcqRel) {
             let node = Arc::clone(self);
             tokio::spawn(async move {
                 // Also when the task is dropped unfinished (its runtime shut down).
                 let _probing = ClearOnDrop(&node.probing);
-                match node.probe_native_delete(timeout).await {
-                    Ok(found) => {
-                        let _ = node.native_delete.set(found);
-                    }
-                    Err(e) if e.is_timeout() => {}
-                    Err(_) => node
-                        .probed
-                        .store(node.generation.load(Ordering::Acquire), Ordering::Release),
-                }
+                node.probe_delete(timeout).await;
             });
         }
-        NativeDelete::None
     }
 
-    async fn probe_native_delete(&self, timeout: Duration) -> Result<NativeDelete, NodeError> {
+    /// Asks the server `COMMAND INFO DELIFEQ DELEX` and records, for the connection that
+    /// answered, which of them it has.
+    async fn probe_delete(&self, timeout: Duration) {
+        let made = self.generation.load(Ordering::Acquire);
+        let answered_on = AtomicU64::new(NO_CONNECTION);
         let (reply, _) = self
-            .call(timeout, |mut c| async move {
-                redis::cmd("COMMAND")
-                    .arg("INFO")
-                    .arg("DELIFEQ")
-                    .arg("DELEX")
-                    .query_async::<redis::Value>(&mut c)
-                    .await
+            .call(timeout, |mut c, link| {
+                answered_on.store(link.generation, Ordering::Release);
+                async move {
+                    redis::cmd("COMMAND")
+                        .arg("INFO")
+                        .arg("DELIFEQ")
+                        .arg("DELEX")
+                        .query_async::<redis::Value>(&mut c)
+                        .await
+                }
             })
             .await;
-        let redis::Value::Array(items) = reply? else {
-            return Err(NodeError::Protocol(
-                "COMMAND INFO did not answer with an array".into(),
-            ));
-        };
-        let known = |i: usize| !matches!(items.get(i), None | Some(redis::Value::Nil));
-        Ok(if known(0) {
-            NativeDelete::DelIfEq
-        } else if known(1) {
-            NativeDelete::DelEx
-        } else {
-            NativeDelete::None
-        })
+        if reply.as_ref().is_err_and(NodeError::is_timeout) {
+            // Sent or not, no answer in time: the next release asks again.
+            return;
+        }
+        let generation = answered_on.load(Ordering::Acquire);
+        if generation == NO_CONNECTION {
+            // Not sent: no connection could be made. Asked again once one is.
+            self.probed.store(made, Ordering::Release);
+            return;
+        }
+        if let Ok(redis::Value::Array(items)) = &reply {
+            let known = |i: usize| !matches!(items.get(i), None | Some(redis::Value::Nil));
+            if known(0) {
+                self.delifeq.store(generation, Ordering::Release);
+            } else if known(1) {
+                self.delex.store(generation, Ordering::Release);
+            }
+        }
+        self.probed
+            .store(generation.saturating_add(1), Ordering::Release);
     }
 }
 
@@ -806,7 +904,60 @@ fn resolve(addr: &redis::ConnectionAddr) -> Vec<SocketAddr> {
     }
 }
 
+/// The error of a call on a node refused as the server of the node at `other`; the call
+/// reports it as [`NodeError::SameServer`].
+fn same_server(other: &str) -> RedisError {
+    redis::make_extension_error(SAME_SERVER_CODE.to_owned(), Some(other.to_owned()))
+}
+
 /// Whether `e` means the connection itself is gone (and the next call must reconnect).
 fn broken(e: &RedisError) -> bool {
     e.is_io_error() || e.is_connection_dropped() || e.is_unrecoverable_error()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: &str = "a:6379";
+    const B: &str = "b:6379";
+    const C: &str = "c:6379";
+
+    #[test]
+    fn a_server_counts_for_the_first_node_that_reaches_it() {
+        let ids = ServerIds::default();
+        assert_eq!(ids.claim("r", 0, A), None);
+        assert_eq!(ids.claim("r", 1, B), Some(A.to_owned()));
+        // Its own connections again, and again: still its own.
+        assert_eq!(ids.claim("r", 0, A), None);
+        assert_eq!(ids.claim("r", 1, B), Some(A.to_owned()));
+    }
+
+    #[test]
+    fn a_node_that_moves_to_a_server_of_its_own_frees_the_old_one() {
+        let ids = ServerIds::default();
+        assert_eq!(ids.claim("r", 1, B), None);
+        assert_eq!(ids.claim("r", 0, A), Some(B.to_owned()));
+        // Node 1's address is mended: it reaches server t now, and r is free for node 0.
+        assert_eq!(ids.claim("t", 1, B), None);
+        assert_eq!(ids.claim("r", 0, A), None);
+        assert_eq!(
+            ids.claim("r", 1, B),
+            Some(A.to_owned()),
+            "and stays node 0's"
+        );
+    }
+
+    #[test]
+    fn a_refused_node_keeps_the_server_it_had() {
+        let ids = ServerIds::default();
+        assert_eq!(ids.claim("r", 0, A), None);
+        assert_eq!(ids.claim("t", 1, B), None);
+        // Node 1 now reaches node 0's server: refused, and t stays node 1's (its votes
+        // there stand), so node 2 reaching t is refused too.
+        assert_eq!(ids.claim("r", 1, B), Some(A.to_owned()));
+        assert_eq!(ids.claim("t", 2, C), Some(B.to_owned()));
+        // Back on t, node 1 votes again.
+        assert_eq!(ids.claim("t", 1, B), None);
+    }
 }

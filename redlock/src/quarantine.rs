@@ -19,6 +19,23 @@
 //! a no ([`NodeError::Quarantined`]); its key is released like any failed attempt's. No
 //! round trip is added: the question is asked once per connection, never per operation.
 //!
+//! # The uptime is a wall-clock reading, so the guard fails closed
+//! Redis and Valkey compute the uptime from their *wall* clock (`time(NULL)` minus the
+//! start time), not a monotonic one. A clock stepped back after a start (NTP correcting a
+//! host whose RTC ran ahead) makes it negative for as long as the step; a clock stepped
+//! forward overstates it, which would end the quarantine early. So:
+//! - a server that gives its `run_id` but no usable uptime (missing, negative, not a
+//!   number) is taken to have started *now*, when its reply came in;
+//! - for a restart this client saw (a new `run_id`), the new server started after the old
+//!   one last answered us: an uptime that places the start before that moment is wrong,
+//!   and the start is then taken to be *now* too. Each reply a node's current server gives
+//!   moves that moment on (the send time of the request: the server was alive after it).
+//!
+//! What no client can see: a forward step smaller than the time between the old server's
+//! last answer to this client and the restart, and any forward step after a restart a
+//! client never saw the old server of (a client started after the restart has only the
+//! uptime to go by). `docs/trade-offs.md` says what that means for operators.
+//!
 //! A node whose `run_id` differs from the one its previous connection saw has restarted:
 //! its *epoch* moves on. A lease remembers the epoch of each yes it counted; a yes from an
 //! older epoch is void (that server is gone, and its key with it). When fewer than a
@@ -31,11 +48,18 @@
 //! # The length
 //! Every lease granted before the restart has ended once its TTL (plus the drift
 //! allowance, for server clocks that run fast) has passed since the restart, as long as no
-//! client uses a longer TTL: the default is the longest TTL + drift this client uses
-//! ([`RestartQuarantine::Auto`](crate::config::RestartQuarantine::Auto)), growing with
-//! [`Redlock::with_ttl`](crate::Redlock::with_ttl) and
-//! [`Lease::extend_for`](crate::Lease::extend_for). Clients in other processes with longer
-//! TTLs are not seen: set the length explicitly to their longest TTL + drift.
+//! client uses a longer TTL: [`RestartQuarantine::Auto`](crate::config::RestartQuarantine::Auto)
+//! (the quarantine itself is off by default) lasts the longest TTL + drift this client
+//! used *before the node started*.
+//! The builder's TTL counts from the beginning (other processes of the same service use
+//! it too); a longer one of [`Redlock::with_ttl`](crate::Redlock::with_ttl) or
+//! [`Lease::extend_for`](crate::Lease::extend_for) counts from when it was first asked for,
+//! before anything was sent with it ([`Lengths`]). A lease with that TTL got its votes
+//! later, so a node that started earlier never held one of its keys: one long
+//! `extend_for` does not keep every node out for its length for the client's life. The
+//! clock-jump guard takes the length in use at the jump the same way. Clients in other
+//! processes with longer TTLs are not seen: set the length explicitly to their longest
+//! TTL + drift.
 
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
@@ -50,9 +74,12 @@ use crate::error::NodeError;
 /// `clockwatch`), or both. `None` where a vote is taken means both are off.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Guards {
-    /// How long a node stays out of the vote after its start, restart or clock jump.
-    pub(crate) length: Duration,
-    /// Whether a server younger than `length` is kept out (the restart quarantine is on).
+    /// A length set explicitly ([`RestartQuarantine::For`](crate::config::RestartQuarantine::For)),
+    /// in force whatever TTLs are used; zero when none was.
+    pub(crate) fixed: Duration,
+    /// Whether the TTLs in use set the length too (see [`Lengths`]).
+    pub(crate) auto: bool,
+    /// Whether a server younger than the length is kept out (the restart quarantine is on).
     pub(crate) young: bool,
     /// The clock-jump guard's allowance, when the guard is on.
     pub(crate) jumps: Option<Allowance>,
@@ -70,25 +97,91 @@ impl Guards {
             (a, b) => a.or(b),
         };
         Guards {
-            length: self.length.max(other.length),
+            fixed: self.fixed.max(other.fixed),
+            auto: self.auto || other.auto,
             young: self.young || other.young,
             jumps,
         }
     }
+
+    /// How long a node that started (or jumped) at `from` stays out: the explicit length,
+    /// or the longest TTL + drift in use by then.
+    pub(crate) fn length_at(&self, from: Option<Instant>, lengths: &Lengths) -> Duration {
+        let auto = if self.auto {
+            lengths.at(from)
+        } else {
+            Duration::ZERO
+        };
+        self.fixed.max(auto)
+    }
 }
 
-/// What a server said about itself in `INFO server`, and when the reply was in.
+/// The TTL + drift of every TTL this client has used, with when each was first asked for:
+/// a staircase, since only a longer one than all before it adds a step. The quarantine of
+/// a node is the step in force at its start (see "The length").
+#[derive(Debug, Default)]
+pub(crate) struct Lengths(Mutex<Staircase>);
+
+#[derive(Debug, Default)]
+struct Staircase {
+    /// In force from the beginning: the builder's TTL + drift (and any noted without a time).
+    base: Duration,
+    /// Longer lengths, each with the moment it was first asked for, in the order noted
+    /// (both the moments and the lengths grow).
+    steps: Vec<(Instant, Duration)>,
+}
+
+impl Lengths {
+    fn stairs(&self) -> std::sync::MutexGuard<'_, Staircase> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Notes `length` as in use from `since` on (`None`: from the beginning). Call it
+    /// before anything is sent with the TTL it covers.
+    pub(crate) fn note(&self, length: Duration, since: Option<Instant>) {
+        let mut stairs = self.stairs();
+        match since {
+            None => stairs.base = stairs.base.max(length),
+            Some(at) => {
+                let top = stairs.steps.last().map_or(stairs.base, |&(_, l)| l);
+                if length > top {
+                    // A moment earlier than the last step's (another thread noted first)
+                    // joins that step: the staircase only moves forward in time.
+                    let at = stairs.steps.last().map_or(at, |&(last, _)| at.max(last));
+                    stairs.steps.push((at, length));
+                }
+            }
+        }
+    }
+
+    /// The longest length in force at `at` (`None`: at an unknown moment, so the longest
+    /// of all).
+    pub(crate) fn at(&self, at: Option<Instant>) -> Duration {
+        let stairs = self.stairs();
+        let step = match at {
+            None => stairs.steps.last(),
+            Some(at) => stairs.steps.iter().rev().find(|&&(since, _)| since <= at),
+        };
+        step.map_or(stairs.base, |&(_, l)| l.max(stairs.base))
+    }
+}
+
+/// What a server said about itself in `INFO server`, and when.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ServerInfo {
     pub(crate) run_id: Option<String>,
-    /// `uptime_in_seconds`, truncated by the server to whole seconds.
+    /// `uptime_in_seconds`, truncated by the server to whole seconds; `None` when it is
+    /// missing or unusable (negative after a wall-clock step back, not a number).
     pub(crate) uptime: Option<Duration>,
+    /// When the question was sent: the server was up after this.
+    pub(crate) asked_at: Instant,
+    /// When the reply was in.
     pub(crate) seen_at: Instant,
 }
 
 impl ServerInfo {
-    /// Parses the `INFO server` text; fields that are missing stay `None`.
-    pub(crate) fn parse(info: &str, seen_at: Instant) -> ServerInfo {
+    /// Parses the `INFO server` text; fields that are missing or unusable stay `None`.
+    pub(crate) fn parse(info: &str, asked_at: Instant, seen_at: Instant) -> ServerInfo {
         let field = |name: &str| {
             info.lines()
                 .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
@@ -96,19 +189,38 @@ impl ServerInfo {
         };
         ServerInfo {
             run_id: field("run_id"),
+            // Signed: a negative uptime is a wall clock stepped back, not a parse error
+            // to shrug off (it must fail closed, see "The uptime is a wall-clock reading").
             uptime: field("uptime_in_seconds")
-                .and_then(|s| s.parse::<u64>().ok())
+                .and_then(|s| s.parse::<i64>().ok())
+                .and_then(|s| u64::try_from(s).ok())
                 .map(Duration::from_secs),
+            asked_at,
             seen_at,
         }
     }
 
-    /// The latest instant the server can have started: `seen_at − uptime`. `None` when
-    /// the uptime is unknown or reaches back before our monotonic clock can count (the
-    /// server is older than this machine's boot: no quarantine can still apply).
-    fn started_by(&self) -> Option<Instant> {
-        self.seen_at.checked_sub(self.uptime?)
+    /// The start the uptime tells, if it tells one.
+    fn told_start(&self) -> Told {
+        match self.uptime {
+            None => Told::Nothing,
+            Some(uptime) => match self.seen_at.checked_sub(uptime) {
+                Some(at) => Told::At(at),
+                None => Told::BeforeOurClock,
+            },
+        }
     }
+}
+
+/// What an uptime says of the server's latest possible start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Told {
+    /// At the latest then: `seen_at − uptime`.
+    At(Instant),
+    /// Before our monotonic clock can count (older than this machine's boot).
+    BeforeOurClock,
+    /// Nothing usable.
+    Nothing,
 }
 
 /// One node's server as this client knows it.
@@ -117,14 +229,47 @@ struct Life {
     run_id: Option<String>,
     /// Moves on each time a connection finds another `run_id` than the last one.
     epoch: u64,
-    /// The latest possible start of the current server, if known.
+    /// The epoch in which the current `run_id` was learnt: connections of this epoch or
+    /// later reach the current server (a clock jump moves the epoch on, not the server).
+    run_epoch: u64,
+    /// The latest possible start of the current server; `None` when it is older than
+    /// our clock can count (no quarantine can still apply).
     started_by: Option<Instant>,
+    /// The send time of the latest request the current server answered.
+    answered: Option<Instant>,
     /// The node's clock as this client sampled it (clock-jump guard).
     clock: ClockWatch,
     /// The last forward jump seen: when, and by at least how much.
     jumped: Option<(Instant, Duration)>,
     /// The epoch the last forward jump moved to.
     jump_epoch: Option<u64>,
+}
+
+impl Life {
+    /// The latest possible start of the server `info` came from, `restarted` telling
+    /// whether it is another server than the one before. Fails closed: an uptime that is
+    /// unusable, or that contradicts what this client saw of the server before, gives the
+    /// moment the reply came in.
+    fn start_of(&self, info: &ServerInfo, restarted: bool) -> Option<Instant> {
+        let now = Some(info.seen_at);
+        let told = info.told_start();
+        if restarted {
+            // The new server started after the old one last answered us.
+            return match (told, self.answered) {
+                (Told::At(at), Some(answered)) if at >= answered => Some(at),
+                (Told::At(at), None) => Some(at),
+                _ => now,
+            };
+        }
+        match (told, info.run_id.is_some() && self.run_id == info.run_id) {
+            (Told::At(at), true) => self.started_by.max(Some(at)),
+            (Told::At(at), false) => Some(at),
+            // The same server as before: what we knew of it stands.
+            (Told::BeforeOurClock | Told::Nothing, true) => self.started_by,
+            (Told::BeforeOurClock, false) => None,
+            (Told::Nothing, false) => now,
+        }
+    }
 }
 
 /// A node's incarnations: which server it is now, since when at the latest.
@@ -146,21 +291,25 @@ impl Incarnation {
             (Some(before), Some(now)) => before != now,
             _ => false,
         };
+        life.started_by = life.start_of(info, restarted);
         if restarted {
             life.epoch = life.epoch.saturating_add(1);
+            life.run_epoch = life.epoch;
+            life.answered = None;
         }
         if info.run_id.is_some() {
             life.run_id.clone_from(&info.run_id);
         }
-        // A later connection to the same server gives a later truncation: keep the latest
-        // possible start seen (the most conservative one).
-        let started_by = info.started_by();
-        life.started_by = if restarted {
-            started_by
-        } else {
-            life.started_by.max(started_by)
-        };
+        life.answered = life.answered.max(Some(info.asked_at));
         (life.epoch, restarted)
+    }
+
+    /// Notes that a request sent at `sent` on a connection of `epoch` was answered.
+    pub(crate) fn answered(&self, epoch: u64, sent: Instant) {
+        let mut life = self.life();
+        if epoch >= life.run_epoch {
+            life.answered = life.answered.max(Some(sent));
+        }
     }
 
     /// The current epoch.
@@ -170,16 +319,17 @@ impl Incarnation {
 
     /// Whether a yes given on a connection of `epoch` counts at `now` under `guards`:
     /// `Err` with the time until the node votes again when it does not (the node started
-    /// less than the quarantine ago and the restart quarantine is on, its clock jumped
+    /// less than its quarantine ago and the restart quarantine is on, its clock jumped
     /// less than the quarantine ago, or it restarted or jumped since that yes).
     pub(crate) fn vote_counts(
         &self,
         epoch: u64,
         now: Instant,
         guards: Guards,
+        lengths: &Lengths,
     ) -> Result<(), NodeError> {
         let life = self.life();
-        let left = |from: Instant| match from.checked_add(guards.length) {
+        let left = |from: Instant| match from.checked_add(guards.length_at(Some(from), lengths)) {
             // Too far to represent: out for as long as anyone can wait.
             None => Some(Duration::MAX),
             Some(end) if now < end => Some(end.saturating_duration_since(now)),
@@ -254,16 +404,23 @@ mod tests {
 
     fn restart(length: Duration) -> Guards {
         Guards {
-            length,
+            fixed: length,
+            auto: false,
             young: true,
             jumps: None,
         }
+    }
+
+    /// No TTLs noted: only explicit lengths apply.
+    fn none() -> Lengths {
+        Lengths::default()
     }
 
     fn info(run_id: &str, uptime: u64, seen_at: Instant) -> ServerInfo {
         ServerInfo {
             run_id: Some(run_id.to_owned()),
             uptime: Some(Duration::from_secs(uptime)),
+            asked_at: seen_at,
             seen_at,
         }
     }
@@ -272,8 +429,8 @@ mod tests {
     fn parses_the_fields_of_info_server() {
         let now = Instant::now();
         let text = "# Server\r\nredis_version:7.0.15\r\nrun_id:abc123\r\nuptime_in_seconds:42\r\nuptime_in_days:0\r\n";
-        assert_eq!(ServerInfo::parse(text, now), info("abc123", 42, now));
-        let bare = ServerInfo::parse("# Server\r\n", now);
+        assert_eq!(ServerInfo::parse(text, now, now), info("abc123", 42, now));
+        let bare = ServerInfo::parse("# Server\r\n", now, now);
         assert_eq!((bare.run_id, bare.uptime), (None, None));
     }
 
@@ -287,16 +444,16 @@ mod tests {
         assert!(!restarted);
         let at = |s: u64| t0 + Duration::from_secs(s);
         assert_eq!(
-            node.vote_counts(epoch, at(6), restart(q)),
+            node.vote_counts(epoch, at(6), restart(q), &none()),
             Err(NodeError::Quarantined {
                 remaining: Duration::from_secs(1)
             })
         );
-        assert_eq!(node.vote_counts(epoch, at(7), restart(q)), Ok(()));
+        assert_eq!(node.vote_counts(epoch, at(7), restart(q), &none()), Ok(()));
         // An old server votes at once.
         let old = Incarnation::default();
         let (epoch, _) = old.learn(&info("b", 3600, t0));
-        assert_eq!(old.vote_counts(epoch, t0, restart(q)), Ok(()));
+        assert_eq!(old.vote_counts(epoch, t0, restart(q), &none()), Ok(()));
     }
 
     #[test]
@@ -308,18 +465,147 @@ mod tests {
         assert!(restarted);
         assert_ne!(before, after);
         assert!(
-            node.vote_counts(before, t0, restart(Duration::ZERO))
+            node.vote_counts(before, t0, restart(Duration::ZERO), &none())
                 .is_err()
         );
-        assert_eq!(node.vote_counts(after, t0, restart(Duration::ZERO)), Ok(()));
+        assert_eq!(
+            node.vote_counts(after, t0, restart(Duration::ZERO), &none()),
+            Ok(())
+        );
         // The same server again, or one that will not say: no restart.
         assert!(!node.learn(&info("b", 3601, t0)).1);
         let silent = ServerInfo {
             run_id: None,
             uptime: None,
+            asked_at: t0,
             seen_at: t0,
         };
         assert_eq!(node.learn(&silent), (after, false));
+    }
+
+    /// `INFO server` as a server whose wall clock was stepped would give it.
+    fn raw(run_id: &str, uptime: &str, seen_at: Instant) -> ServerInfo {
+        let text = format!("# Server\r\nrun_id:{run_id}\r\nuptime_in_seconds:{uptime}\r\n");
+        ServerInfo::parse(&text, seen_at, seen_at)
+    }
+
+    #[test]
+    fn a_server_with_no_usable_uptime_started_now() {
+        let t0 = Instant::now() + Duration::from_secs(100);
+        let q = Duration::from_secs(10);
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        // Negative (a wall clock stepped back after the start), missing, not a number.
+        for uptime in ["-29", "", "soon"] {
+            let node = Incarnation::default();
+            let (epoch, _) = node.learn(&raw("a", uptime, t0));
+            assert_eq!(
+                node.vote_counts(epoch, at(9), restart(q), &none()),
+                Err(NodeError::Quarantined {
+                    remaining: Duration::from_secs(1)
+                }),
+                "uptime {uptime:?}"
+            );
+            assert_eq!(node.vote_counts(epoch, at(10), restart(q), &none()), Ok(()));
+        }
+        // The same server again with a stepped clock: what we knew of it stands.
+        let node = Incarnation::default();
+        node.learn(&info("a", 3600, t0));
+        let (epoch, restarted) = node.learn(&raw("a", "-5", at(1)));
+        assert!(!restarted);
+        assert_eq!(node.vote_counts(epoch, at(1), restart(q), &none()), Ok(()));
+    }
+
+    #[test]
+    fn a_restart_we_saw_started_after_the_old_server_last_answered() {
+        let t0 = Instant::now() + Duration::from_secs(100);
+        let q = Duration::from_secs(10);
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let node = Incarnation::default();
+        let (old, _) = node.learn(&info("a", 3600, t0));
+        node.answered(old, at(20));
+        // A restart at 25 s, the clock stepped 60 s forward after it: at 30 s the new
+        // server says 65 s of uptime, a start before the old one last answered.
+        let (epoch, restarted) = node.learn(&info("b", 65, at(30)));
+        assert!(restarted);
+        assert!(
+            node.vote_counts(epoch, at(39), restart(q), &none())
+                .is_err(),
+            "out for the quarantine from when the restart was seen"
+        );
+        assert_eq!(node.vote_counts(epoch, at(40), restart(q), &none()), Ok(()));
+        // An uptime that fits what we saw is believed: b last answered at 30 s (its
+        // `INFO`), and c says it started at 35 s at the latest.
+        let (epoch, _) = node.learn(&info("c", 5, at(40)));
+        assert!(
+            node.vote_counts(epoch, at(44), restart(q), &none())
+                .is_err()
+        );
+        assert_eq!(node.vote_counts(epoch, at(45), restart(q), &none()), Ok(()));
+        // A negative uptime after a restart: started when seen.
+        let (epoch, _) = node.learn(&raw("d", "-29", at(50)));
+        assert!(
+            node.vote_counts(epoch, at(59), restart(q), &none())
+                .is_err()
+        );
+        assert_eq!(node.vote_counts(epoch, at(60), restart(q), &none()), Ok(()));
+        // Answers on a connection to the old server do not move the new one's mark.
+        node.answered(old, at(70));
+        let (epoch, _) = node.learn(&info("e", 25, at(80)));
+        assert_eq!(
+            node.vote_counts(epoch, at(80), restart(q), &none()),
+            Ok(()),
+            "started at 55 s at the latest, after d's last answer at 50 s"
+        );
+    }
+
+    #[test]
+    fn the_length_is_the_longest_ttl_in_use_when_the_node_started() {
+        let t0 = Instant::now() + Duration::from_secs(100);
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let lengths = Lengths::default();
+        lengths.note(Duration::from_secs(3), None);
+        // A 60 s TTL first asked for at 10 s.
+        lengths.note(Duration::from_secs(60), Some(at(10)));
+        // Shorter ones add nothing.
+        lengths.note(Duration::from_secs(5), Some(at(20)));
+        assert_eq!(lengths.at(Some(t0)), Duration::from_secs(3));
+        assert_eq!(lengths.at(Some(at(10))), Duration::from_secs(60));
+        assert_eq!(lengths.at(Some(at(30))), Duration::from_secs(60));
+        assert_eq!(lengths.at(None), Duration::from_secs(60));
+        let auto = Guards {
+            fixed: Duration::ZERO,
+            auto: true,
+            young: true,
+            jumps: None,
+        };
+        // Started at 5 s: no lease of the 60 s TTL can have had its vote.
+        let early = Incarnation::default();
+        let (early_epoch, _) = early.learn(&info("a", 0, at(5)));
+        assert!(
+            early
+                .vote_counts(early_epoch, at(7), auto, &lengths)
+                .is_err()
+        );
+        assert_eq!(
+            early.vote_counts(early_epoch, at(8), auto, &lengths),
+            Ok(())
+        );
+        // Started at 12 s: out for 60 s.
+        let late = Incarnation::default();
+        let (epoch, _) = late.learn(&info("b", 0, at(12)));
+        assert!(late.vote_counts(epoch, at(71), auto, &lengths).is_err());
+        assert_eq!(late.vote_counts(epoch, at(72), auto, &lengths), Ok(()));
+        // An explicit length stands whatever the TTLs.
+        let both = auto.merge(restart(Duration::from_secs(9)));
+        assert!(
+            early
+                .vote_counts(early_epoch, at(13), both, &lengths)
+                .is_err()
+        );
+        assert_eq!(
+            early.vote_counts(early_epoch, at(14), both, &lengths),
+            Ok(())
+        );
     }
 
     #[test]
@@ -328,7 +614,7 @@ mod tests {
         let now = Instant::now();
         let (epoch, _) = node.learn(&info("a", u64::MAX / 4, now));
         assert_eq!(
-            node.vote_counts(epoch, now, restart(Duration::from_secs(10))),
+            node.vote_counts(epoch, now, restart(Duration::from_secs(10)), &none()),
             Ok(())
         );
     }
@@ -341,14 +627,15 @@ mod tests {
             rate_ppm: 10_000,
         };
         let guards = Guards {
-            length: Duration::from_secs(10),
+            fixed: Duration::from_secs(10),
+            auto: false,
             young: false,
             jumps: Some(allowance),
         };
         let node = Incarnation::default();
         // A young server: only the restart quarantine would keep it out.
         let (epoch, _) = node.learn(&info("a", 1, t0));
-        assert_eq!(node.vote_counts(epoch, t0, guards), Ok(()));
+        assert_eq!(node.vote_counts(epoch, t0, guards, &none()), Ok(()));
         let epoch_s = 1_800_000_000u64;
         let at = |ms: u64| t0 + Duration::from_millis(ms);
         let sample = |ms: u64, server_ms: u64| {
@@ -365,11 +652,11 @@ mod tests {
             node.sample_clock(&sample(50, 50), allowance, at(50)),
             Step::Steady
         );
-        assert_eq!(node.vote_counts(epoch, at(50), guards), Ok(()));
+        assert_eq!(node.vote_counts(epoch, at(50), guards, &none()), Ok(()));
         // One second ahead at 100 ms.
         let step = node.sample_clock(&sample(100, 1_100), allowance, at(100));
         assert!(matches!(step, Step::Forward(d) if d > Duration::from_millis(990)));
-        let out = node.vote_counts(epoch, at(100), guards);
+        let out = node.vote_counts(epoch, at(100), guards, &none());
         assert!(
             matches!(out, Err(NodeError::ClockJumped { remaining, .. }) if remaining == Duration::from_secs(10)),
             "{out:?}"
@@ -377,21 +664,26 @@ mod tests {
         // Votes given after the jump wait for the length too, then count.
         let now = node.epoch();
         assert_ne!(now, epoch);
-        assert!(node.vote_counts(now, at(5_000), guards).is_err());
-        assert_eq!(node.vote_counts(now, at(10_100), guards), Ok(()));
+        assert!(node.vote_counts(now, at(5_000), guards, &none()).is_err());
+        assert_eq!(node.vote_counts(now, at(10_100), guards, &none()), Ok(()));
         // The vote from before the jump stays void.
-        assert!(node.vote_counts(epoch, at(10_100), guards).is_err());
+        assert!(
+            node.vote_counts(epoch, at(10_100), guards, &none())
+                .is_err()
+        );
     }
 
     #[test]
     fn guards_merge_to_the_stricter_of_each() {
         let a = Guards {
-            length: Duration::from_secs(1),
+            fixed: Duration::from_secs(1),
+            auto: false,
             young: true,
             jumps: None,
         };
         let b = Guards {
-            length: Duration::from_secs(2),
+            fixed: Duration::from_secs(2),
+            auto: true,
             young: false,
             jumps: Some(Allowance {
                 tolerance: Duration::from_millis(3),
@@ -399,6 +691,9 @@ mod tests {
             }),
         };
         let m = a.merge(b);
-        assert_eq!((m.length, m.young, m.jumps), (b.length, true, b.jumps));
+        assert_eq!(
+            (m.fixed, m.auto, m.young, m.jumps),
+            (b.fixed, true, true, b.jumps)
+        );
     }
 }

@@ -84,14 +84,24 @@ impl LeaseStatus {
 #[derive(Debug, Clone, Copy, Default)]
 #[non_exhaustive]
 pub struct RenewOptions {
-    /// Time between renewals (default: a third of the TTL).
+    /// Time between renewals (default: a third of the TTL). One not shorter than the
+    /// validity a renewal gives (TTL − drift allowance) is replaced by the default: see
+    /// [`interval`](RenewOptions::interval).
     pub interval: Option<Duration>,
     /// Stop renewing after this total hold time (default: no cap).
     pub max_hold: Option<Duration>,
 }
 
 impl RenewOptions {
-    /// Renew every `interval`.
+    /// Renew every `interval`, counted from the end of the previous renewal.
+    ///
+    /// It must be shorter than the validity a renewal gives, the lease's TTL less the
+    /// drift allowance ([`Redlock::drift`](crate::Redlock::drift)): a lease renewed less
+    /// often expires before each renewal is due. `auto_renew` replaces a longer interval
+    /// by the default (a third of the TTL) and logs a warning, rather than hand back a
+    /// renewer that never renews. Leave room for the renewal's own round trip, and for a
+    /// failed renewal to be retried: the default allows two failures before the lease
+    /// expires.
     pub fn interval(mut self, interval: Duration) -> Self {
         self.interval = Some(interval);
         self
@@ -138,12 +148,19 @@ pub struct RenewingLease {
 
 impl RenewingLease {
     pub(crate) fn start(mut lease: Lease, options: RenewOptions) -> Self {
-        let interval = options
-            .interval
-            .unwrap_or_else(|| lease.ttl().checked_div(3).unwrap_or(Duration::ZERO))
-            .max(Duration::from_millis(1));
-        let (status_tx, status) = watch::channel(LeaseStatus::Held {
-            valid_until: lease.valid_until(),
+        let settings = lease.client().settings();
+        let interval = renewal_interval(options.interval, settings.ttl, settings.drift);
+        // Subscribed before the lease's votes are checked: a restart seen after the check
+        // wakes the renewer, one seen before it (by any call of this client, before or
+        // after the lease was handed over) is in the check. The holder hears of a void
+        // lease at once, not at the first renewal.
+        let restarts = lease.client().shared().restarts();
+        let (status_tx, status) = watch::channel(if lease.restart_voided() {
+            LeaseStatus::Lost(lease.void_reason())
+        } else {
+            LeaseStatus::Held {
+                valid_until: lease.valid_until(),
+            }
         });
         let (stop, stopped) = oneshot::channel();
         let resource = lease.resource().to_owned();
@@ -169,6 +186,7 @@ impl RenewingLease {
                 lease,
                 interval,
                 options.max_hold,
+                restarts,
                 status_tx,
                 stopped,
                 shared.closing().clone(),
@@ -303,6 +321,33 @@ impl Drop for RenewingLease {
     }
 }
 
+/// The time between renewals of a lease whose client has `ttl` and `drift`: `asked`, or
+/// a third of the TTL when nothing was asked or when `asked` is not shorter than the
+/// validity a renewal gives (`ttl − drift`). Such an interval never renews: the lease
+/// expires before the renewal is due (`interval(ttl)` was lost as expired after one
+/// validity, with no extend sent). `auto_renew` cannot refuse it (it returns no error, and
+/// its caller's lease would be lost with the refusal), so it renews as if no interval had
+/// been asked, and says so.
+fn renewal_interval(asked: Option<Duration>, ttl: Duration, drift: Duration) -> Duration {
+    let default = ttl.checked_div(3).unwrap_or(Duration::ZERO);
+    let every = match (asked, crate::validity::validity(ttl, Duration::ZERO, drift)) {
+        (Some(asked), Some(longest)) if asked >= longest => {
+            tracing::warn!(
+                ?asked,
+                ?longest,
+                instead = ?default,
+                "renewal interval not shorter than the validity a renewal gives: the lease \
+                 would expire before each renewal; renewing every third of the TTL instead \
+                 (ask for an interval under the TTL less the drift allowance)"
+            );
+            default
+        }
+        (Some(asked), _) => asked,
+        (None, _) => default,
+    };
+    every.max(Duration::from_millis(1))
+}
+
 /// Retry pause after a failed renewal that may still succeed.
 fn retry_pause(interval: Duration) -> Duration {
     interval
@@ -320,8 +365,8 @@ fn first_renewal_that_keeps(lease: &Lease) -> Option<Instant> {
     lease.valid_until().checked_sub(fresh)
 }
 
-/// `now + d`, or a year from now when that does not fit the clock (an interval of
-/// `Duration::MAX` means "practically never").
+/// `now + d`, or a year from now when that does not fit the clock (a renewal due that
+/// far away is practically never due).
 fn after(now: Instant, d: Duration) -> Instant {
     const FAR: Duration = Duration::from_secs(365 * 24 * 3600);
     now.checked_add(d)
@@ -333,6 +378,7 @@ async fn renew_loop(
     mut lease: Lease,
     interval: Duration,
     max_hold: Option<Duration>,
+    mut restarts: watch::Receiver<u64>,
     status: watch::Sender<LeaseStatus>,
     mut stopped: oneshot::Receiver<()>,
     closing: CancellationToken,
@@ -340,21 +386,19 @@ async fn renew_loop(
     // A cap too far away to represent is no cap.
     let hold_until = max_hold.and_then(|m| lease.acquired_at().checked_add(m));
     let mut next = after(Instant::now(), interval);
-    // A restart seen by any call of this client may void the lease at once: the holder
-    // hears of it then, not at the next renewal.
-    let mut restarts = lease.client().shared().restarts();
     let verdict = loop {
+        // A restart seen by any call of this client may void the lease at once: the holder
+        // hears of it then, not at the next renewal. Checked before the first wait too,
+        // for one seen before the renewer started (`start` subscribed before its check).
+        if lease.restart_voided() {
+            break lease.void_reason();
+        }
         let wake = next.min(lease.valid_until());
         let wake = hold_until.map_or(wake, |h| wake.min(h));
         tokio::select! {
             _ = &mut stopped => return Ok(lease),
             () = closing.cancelled() => break LossReason::Shutdown,
-            Ok(()) = restarts.changed() => {
-                if lease.restart_voided() {
-                    break lease.void_reason();
-                }
-                continue;
-            }
+            Ok(()) = restarts.changed() => continue,
             () = tokio::time::sleep_until(wake) => {}
         }
         let now = Instant::now();
@@ -444,4 +488,32 @@ async fn renew_loop(
     // Shutdown: release here, so that `shutdown` covers it.
     lease.rearm();
     Err(lease.release().await)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_interval_that_could_never_renew_is_replaced_by_the_default() {
+        let (ttl, drift) = (Duration::from_secs(3), Duration::from_millis(32));
+        let default = Duration::from_secs(1);
+        assert_eq!(renewal_interval(None, ttl, drift), default);
+        let just_under = ttl - drift - Duration::from_millis(1);
+        for kept in [Duration::from_millis(100), just_under] {
+            assert_eq!(renewal_interval(Some(kept), ttl, drift), kept);
+        }
+        for never in [ttl - drift, ttl, Duration::MAX] {
+            assert_eq!(
+                renewal_interval(Some(never), ttl, drift),
+                default,
+                "{never:?}"
+            );
+        }
+        assert_eq!(
+            renewal_interval(Some(Duration::ZERO), ttl, drift),
+            Duration::from_millis(1),
+            "a busy loop is no interval either"
+        );
+    }
 }

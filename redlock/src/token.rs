@@ -28,13 +28,17 @@ impl Token {
         Token(hex)
     }
 
-    /// A token this crate made, as read back from a lease handle: 32 hex digits.
+    /// A token this crate made, as read back from a lease handle: 32 hex digits, in
+    /// lower case whatever case they came in. The servers hold the token as `random`
+    /// wrote it (lower case) and compare bytes, so a handle upper-cased in transit (hex is
+    /// case-blind to many systems) would otherwise be adopted and then match nothing.
     pub(crate) fn parse(text: &str) -> Option<Self> {
-        let bytes: [u8; 32] = text.as_bytes().try_into().ok()?;
-        bytes
-            .iter()
-            .all(u8::is_ascii_hexdigit)
-            .then_some(Token(bytes))
+        let mut bytes: [u8; 32] = text.as_bytes().try_into().ok()?;
+        if !bytes.iter().all(u8::is_ascii_hexdigit) {
+            return None;
+        }
+        bytes.make_ascii_lowercase();
+        Some(Token(bytes))
     }
 
     pub(crate) fn as_str(&self) -> &str {
@@ -69,6 +73,44 @@ mod tests {
                 .iter()
                 .all(|t| t.len() == 32 && t.bytes().all(|b| b.is_ascii_hexdigit()))
         );
+    }
+
+    /// What `random` wrote reads back as the same token, in whichever case it travelled:
+    /// the servers hold it in lower case and compare bytes.
+    #[test]
+    fn parse_gives_back_the_lower_case_token_the_servers_hold() {
+        let token = Token::random();
+        let written = token.as_str();
+        for text in [
+            written.to_owned(),
+            written.to_ascii_uppercase(),
+            written
+                .chars()
+                .enumerate()
+                .map(|(i, c)| {
+                    if i % 2 == 0 {
+                        c.to_ascii_uppercase()
+                    } else {
+                        c
+                    }
+                })
+                .collect(),
+        ] {
+            assert_eq!(
+                Token::parse(&text).as_ref().map(Token::as_str),
+                Some(written),
+                "{text}"
+            );
+        }
+        for not_ours in [
+            &written[1..],
+            &format!("{written}0"),
+            "0123456789abcdef0123456789abcdeg",
+            "0123456789abcdef0123456789abcdé",
+            "",
+        ] {
+            assert!(Token::parse(not_ours).is_none(), "{not_ours}");
+        }
     }
 
     #[test]

@@ -395,6 +395,29 @@ async fn renewer_signals_expiry_when_nodes_stop_answering_and_respects_max_hold(
     held.release().await;
 }
 
+/// An interval no renewal could land within (not shorter than the validity a renewal
+/// gives) is replaced by the default: the lease outlives its first validity. It was once
+/// taken as given, and the lease was lost as expired after one TTL with no extend sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewal_interval_too_long_to_ever_renew_is_replaced_by_the_default() {
+    let cluster = Cluster::start(Flavour::Redis, 3);
+    let ttl = Duration::from_secs(1);
+    let redlock = client(&cluster, ttl);
+    for interval in [ttl - redlock.drift(), ttl, Duration::MAX] {
+        let lease = redlock.try_acquire("rarely").await.expect("lock");
+        let first_end = lease.valid_until();
+        let held = lease.auto_renew(RenewOptions::default().interval(interval));
+        tokio::time::sleep_until(first_end + ttl / 2).await;
+        assert!(
+            matches!(held.status(), LeaseStatus::Held { valid_until } if valid_until > first_end),
+            "{interval:?}: {:?} at {:?} past the first validity",
+            held.status(),
+            first_end.elapsed()
+        );
+        held.release().await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiters_are_woken_by_release_not_by_polling() {
     let cluster = Cluster::start(Flavour::Redis, 5);

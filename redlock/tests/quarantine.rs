@@ -6,8 +6,8 @@ use crate::support;
 use std::time::Duration;
 
 use fenced_redlock::{
-    Lease, LockError, LossReason, NodeError, NodeFailureReason, NodeOutcome, Redlock, RenewOptions,
-    RestartQuarantine,
+    Lease, LeaseStatus, LockError, LossReason, NodeError, NodeFailureReason, NodeOutcome, Redlock,
+    RenewOptions, RestartQuarantine,
 };
 use redis::Commands;
 use support::{Cluster, Flavour};
@@ -296,4 +296,167 @@ async fn a_fresh_fenced_lease_is_valid_whichever_majorities_decided_its_rounds()
         assert!(lease.is_valid(), "attempt {i}: {:?}", lease.nodes());
         lease.release_all().await;
     }
+}
+
+/// Kills node 1, starts it again empty, and then steps its wall clock `step_s` seconds
+/// (libfaketime): its `uptime_in_seconds`, computed from the wall clock, is off by the step.
+fn restart_empty_then_step(cluster: &mut Cluster, step_s: i64) {
+    block_in_place(|| {
+        cluster.servers[1].restart();
+        cluster.servers[1].jump_clock(step_s);
+        let info: String = redis::cmd("INFO")
+            .arg("server")
+            .query(&mut cluster.servers[1].admin())
+            .expect("INFO");
+        let uptime = info
+            .lines()
+            .find_map(|l| l.strip_prefix("uptime_in_seconds:"))
+            .map(str::trim)
+            .unwrap_or_default()
+            .parse::<i64>()
+            .expect("a number");
+        assert!(
+            if step_s < 0 {
+                uptime < 0
+            } else {
+                uptime >= step_s
+            },
+            "the step shows in the uptime: {uptime} after {step_s:+} s"
+        );
+    });
+}
+
+/// Amnesia-split with the restarted node's wall clock stepped after its start (issue
+/// 48): back 30 s, its uptime is negative, which once meant "start unknown" and a vote
+/// at once; forward 60 s, it overstates the uptime by a minute, which once ended the
+/// quarantine before it began. B saw the old server (it warmed its connections), so it
+/// knows the new one started after that: out either way, while A's key lives on node 0.
+/// A fresh client D, which never saw the old server, has only the uptime: a negative one
+/// fails closed; the forward step it cannot see (docs/trade-offs.md).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stepped_clock_does_not_let_a_restarted_node_vote_early() {
+    for step_s in [-30, 60] {
+        let mut cluster = Cluster::start_clocked(3);
+        past_first_start().await;
+        let (a, b) = (
+            client(&cluster, RestartQuarantine::Auto),
+            client(&cluster, RestartQuarantine::Auto),
+        );
+        b.try_acquire("warm").await.expect("free").release().await;
+        let lease = held_on_0_and_1(&cluster, &a, "split").await;
+        restart_empty_then_step(&mut cluster, step_s);
+
+        let outcome = b.try_acquire("split").await;
+        let err = match outcome {
+            Ok(second) => {
+                let both = lease.is_valid() && second.is_valid();
+                second.release().await;
+                panic!("step {step_s:+} s: B granted, two holders: {both}");
+            }
+            Err(err) => err,
+        };
+        assert!(
+            matches!(
+                cluster.reason_of(&err, 1),
+                Some(NodeFailureReason::Error(NodeError::Quarantined { remaining }))
+                    if remaining > Duration::ZERO && remaining <= TTL + b.drift()
+            ),
+            "step {step_s:+} s: {err}"
+        );
+        if step_s < 0 {
+            let d = client(&cluster, RestartQuarantine::Auto);
+            let err = d
+                .try_acquire("split")
+                .await
+                .expect_err("a negative uptime is a start now");
+            assert!(
+                matches!(
+                    cluster.reason_of(&err, 1),
+                    Some(NodeFailureReason::Error(NodeError::Quarantined { .. }))
+                ),
+                "fresh client: {err}"
+            );
+        }
+        assert!(lease.is_valid(), "A's client has not seen the restart yet");
+        lease.release().await;
+    }
+}
+
+/// One long `extend_for` grows `Auto`'s quarantine for nodes that start from then on,
+/// not for one that started before it (issue 48): no lease of the longer TTL can have had
+/// that node's vote. Once it kept every node that started in the last minute out for a
+/// minute, for the life of the client (reproduced: every acquire refused for ~57 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_longer_ttl_used_later_does_not_lengthen_an_earlier_start() {
+    let mut cluster = Cluster::start(Flavour::Valkey, 3);
+    past_first_start().await;
+    let redlock = client(&cluster, RestartQuarantine::Auto);
+    let _: () = cluster.servers[0]
+        .admin()
+        .set_ex("late", "someone-else", 60)
+        .expect("SET");
+    restart_empty(&mut cluster, false);
+    // Node 1 is new and out: the next lease is granted by nodes 0 and 2.
+    let _: () = cluster.servers[0].admin().del("late").expect("DEL");
+    let mut long = redlock
+        .try_acquire("long")
+        .await
+        .expect("nodes 0 and 2 vote");
+    long.extend_for(Duration::from_secs(60))
+        .await
+        .expect("nodes 0 and 2 extend");
+    assert!(redlock.restart_quarantine() >= Some(Duration::from_secs(60)));
+    long.release().await;
+    let _: () = cluster.servers[0]
+        .admin()
+        .set_ex("late", "someone-else", 60)
+        .expect("SET");
+    // Node 1 started before the 60 s TTL was used: out for TTL + drift, not a minute.
+    tokio::time::sleep(TTL + redlock.drift() + Duration::from_millis(200)).await;
+    let lease = redlock
+        .try_acquire("late")
+        .await
+        .expect("nodes 1 and 2 vote after TTL + drift");
+    assert_eq!(lease.nodes()[1].outcome, NodeOutcome::Granted);
+    lease.release().await;
+}
+
+/// A lease whose client has already seen the restart of a node it counted, handed to
+/// `auto_renew` only then: the renewer reports it lost at once. It once subscribed to
+/// restarts when its task started, missed this one, and said `Held` until its first
+/// renewal (0.99 s here with a 3 s TTL, while `is_valid()` was false).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_voided_before_auto_renew_is_reported_lost_at_once() {
+    let mut cluster = Cluster::start(Flavour::Redis, 3);
+    past_first_start().await;
+    let a = client(&cluster, RestartQuarantine::Auto);
+    let lease = held_on_0_and_1(&cluster, &a, "late").await;
+    restart_empty(&mut cluster, false);
+    // Any call of A's client reconnects node 1; its answer (and with it the new run_id)
+    // may come after the poke returned.
+    a.try_acquire("poke")
+        .await
+        .expect("nodes 0 and 2 vote")
+        .release()
+        .await;
+    let until = Instant::now() + Duration::from_secs(2);
+    while lease.is_valid() {
+        assert!(Instant::now() < until, "A's client never saw the restart");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(
+        Instant::now() < lease.valid_until(),
+        "voided by the restart, not expired"
+    );
+    let interval = Duration::from_millis(2500);
+    let renewing = lease.auto_renew(RenewOptions::default().interval(interval));
+    assert_eq!(
+        renewing.status(),
+        LeaseStatus::Lost(LossReason::NodeRestarted),
+        "a void lease reported held by its renewer"
+    );
+    assert!(!renewing.is_held());
+    let reason = tokio::time::timeout(AT_ONCE, renewing.lost()).await;
+    assert_eq!(reason.ok(), Some(LossReason::NodeRestarted));
+    renewing.release().await;
 }

@@ -115,6 +115,15 @@ impl fmt::Display for NodeId {
     }
 }
 
+impl NodeId {
+    /// How a report names this node as a fault's target (`n2`): the one spelling
+    /// [`target_node`](crate::report::model::target_node) reads back and the report's schema
+    /// allows. `Display` (`node 2`) is for sentences.
+    pub fn target(self) -> String {
+        format!("n{}", self.0)
+    }
+}
+
 impl From<usize> for NodeId {
     fn from(i: usize) -> Self {
         NodeId(i)

@@ -26,7 +26,7 @@ pub(crate) fn fault_windows(
                 kind: rec.fault.name().into(),
                 detail: detail(rec, processes),
                 targets: match &rec.targets {
-                    Targets::Nodes(n) => n.iter().map(|n| format!("n{}", n.0)).collect(),
+                    Targets::Nodes(n) => n.iter().map(|n| n.target()).collect(),
                     Targets::Workers(w) => w.iter().map(|w| format!("w{}", w.0)).collect(),
                 },
                 start_ms: applied + shift,

@@ -474,7 +474,7 @@ pub(crate) async fn play(
     let blocked = availability::blocked(&watched_keys.stalls, &faults, env.cluster.nodes(), end_ms);
     for (name, m) in modes.iter_mut() {
         if let Some(t) = timeline.get(name) {
-            m.idle_fault_windows = idle_fault_windows(&faults, t);
+            m.idle_fault_windows = idle_fault_windows(&faults, t, &blocked);
             let minority = scenario.expectation == Expectation::SafeAndAvailable;
             m.recovery = recovery(&faults, t, end_ms, minority, &blocked);
         }

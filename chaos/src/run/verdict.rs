@@ -4,7 +4,7 @@
 //!
 //! | expectation | checks | fails when |
 //! |---|---|---|
-//! | safe and available | every mode: 0 exclusion violations, 0 fence-token regressions, sections > 0, a completed section during every minority fault of 2 s or more; `claim_first`: lost 0; `none`, `checked`, `write_only` (its token is claimed after the read): a loss is reported, and must be a stale write's doing | any check fails |
+//! | safe and available | every mode: 0 exclusion violations, 0 fence-token regressions, sections > 0, a completed section during every minority fault with 2 s or more in which a grant was possible; `claim_first`: lost 0; `none`, `checked`, `write_only` (its token is claimed after the read): a loss is reported, and must be a stale write's doing | any check fails |
 //! | unavailable but safe | as above, with acquire errors > 0 (acquires failed cleanly while the majority was gone) instead of sections > 0 | any check fails |
 //! | the lock holds | every mode: 0 exclusion violations, 0 fence-token regressions, every lost update a stale write's doing (checked loss by loss from the resource's log); claim_first lost 0 | any check fails |
 //! | may violate, fencing holds | claim_first lost = 0; the rest is reported | claim_first lost anything |
@@ -66,8 +66,9 @@ use crate::scenario::{Anomaly, Expectation};
 pub const RULES: &str = "\
 verdicts (chaos run; none, checked, write_only and claim_first run at once in every scenario):
   safe and available               every mode: 0 exclusion violations, 0 fence-token regressions, sections > 0,
-                                   a completed section granted during every minority fault of 2 s or more, no gap
-                                   between grants in a minority fault over max(4 x the mode's healthy gap, 1 s);
+                                   a completed section granted during every minority fault with 2 s or more in
+                                   which a grant was possible (stalls not counted); the longest gap between grants
+                                   in a minority fault reported against max(4 x the mode's healthy gap, 1 s);
                                    claim_first lost 0; none, checked, write_only (token claimed after the read):
                                    losses reported, each a stale write's doing (by name, from the resource's log)
   unavailable while it lasts, safe as above, with acquires failed on unreachable nodes > 0 instead of sections > 0

@@ -331,6 +331,23 @@ impl Cluster {
         Cluster { servers, _dir: dir }
     }
 
+    /// One server per entry of `args`, each started with those arguments after the
+    /// defaults (`--rename-command SET …` on some of them).
+    pub fn start_each(flavour: Flavour, args: &[&[&str]]) -> Cluster {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let servers = args
+            .iter()
+            .enumerate()
+            .map(|(i, args)| {
+                let d = dir.path().join(format!("n{i}"));
+                std::fs::create_dir_all(&d).expect("node dir");
+                let extra = args.iter().map(|a| (*a).to_owned()).collect();
+                Server::start_full(flavour, None, d, None, extra)
+            })
+            .collect();
+        Cluster { servers, _dir: dir }
+    }
+
     /// N Valkey servers under libfaketime, each with its own clock (see
     /// [`Server::jump_clock`]).
     pub fn start_clocked(n: usize) -> Cluster {
@@ -431,11 +448,14 @@ impl Cluster {
 
 pub mod gate;
 mod proxy;
+mod stand_in;
 // Not every test binary that includes the support module uses the proxies.
 #[allow(unused_imports)]
 pub use gate::GateProxy;
 #[allow(unused_imports)]
 pub use proxy::StrandingProxy;
+#[allow(unused_imports)]
+pub use stand_in::DelIfEqProxy;
 
 /// A client of `urls` with `ttl` and the chaos rig's 20 ms node deadline, connected and
 /// warm (an acquire and release of a `warm:N` resource, so later calls find their

@@ -24,10 +24,12 @@ enum Mode {
 /// [`StrandingProxy::start_pre_acl`] plays a server that predates ACLs. After
 /// [`StrandingProxy::mute_replies`], requests still reach the server but its replies are
 /// dropped (a one-way black hole); [`StrandingProxy::lag`] delays every byte read from then
-/// on, both ways, in order. Runs on the test's Tokio runtime.
+/// on, both ways, in order. [`StrandingProxy::retarget`] sends new connections to another
+/// server (a proxy re-pointed, a NAT rule changed). Runs on the test's Tokio runtime.
 #[derive(Debug)]
 pub struct StrandingProxy {
     pub port: u16,
+    target: std::sync::Arc<std::sync::atomic::AtomicU16>,
     epoch: std::sync::Arc<std::sync::atomic::AtomicU64>,
     accepted: std::sync::Arc<std::sync::atomic::AtomicU64>,
     refused_auths: std::sync::Arc<std::sync::atomic::AtomicU64>,
@@ -64,6 +66,8 @@ impl StrandingProxy {
             .await
             .expect("bind proxy");
         let port = listener.local_addr().expect("proxy addr").port();
+        let target = std::sync::Arc::new(std::sync::atomic::AtomicU16::new(target));
+        let aim = std::sync::Arc::clone(&target);
         let epoch = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
         let accepted = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
         let refused_auths = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
@@ -84,6 +88,7 @@ impl StrandingProxy {
                 let refused = std::sync::Arc::clone(&refused);
                 let silence = std::sync::Arc::clone(&silence);
                 let lag = std::sync::Arc::clone(&lagging);
+                let target = aim.load(Ordering::SeqCst);
                 let connection = tokio::spawn(async move {
                     tokio::time::sleep(delay).await;
                     let Ok(outbound) = tokio::net::TcpStream::connect(("127.0.0.1", target)).await
@@ -132,6 +137,7 @@ impl StrandingProxy {
         });
         StrandingProxy {
             port,
+            target,
             epoch,
             accepted,
             refused_auths,
@@ -148,6 +154,12 @@ impl StrandingProxy {
         for connection in self.open.lock().expect("not poisoned").drain(..) {
             connection.abort();
         }
+    }
+
+    /// Connections accepted from now on go to the server at `port`; those open now stay
+    /// with the server they reach (see [`StrandingProxy::close_all`]).
+    pub fn retarget(&self, port: u16) {
+        self.target.store(port, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Connections accepted so far.
