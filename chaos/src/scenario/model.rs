@@ -233,8 +233,10 @@ impl Repeat {
 /// count `uptime_in_seconds` on the wall clock, so a step back by more than the node has
 /// run makes the uptime read negative, and a step forward overstates it by the step: a
 /// client that estimates the node's start from it (the restart quarantine) is misled both
-/// ways. Each mode's victims see the two directions in turn, the first drawn from the
-/// seed; each step's size is drawn from its range. The offset carries over to the next
+/// ways. The run's first restart steps back (a client may meet the node for the first time
+/// after it, and no client can tell an overstated uptime of a node it never saw before);
+/// after it each mode's victims see the two directions in turn, a mode's first drawn from
+/// the seed; each step's size is drawn from its range. The offset carries over to the next
 /// restart (a new server starts where the old one's clock was), so the only clock change
 /// a client can see is the step itself. In files:
 /// `split_clock_step = { back_s = [30, 60], forward_s = [60, 120] }`.

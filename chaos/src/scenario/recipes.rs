@@ -457,7 +457,7 @@ fn amnesia_split_stepped() -> Scenario {
         split_clock_step: Some(SPLIT_CLOCK_STEP),
         ..scenario(
             "amnesia-split-stepped",
-            "amnesia-split, and right after each restart, before any client reaches it, that node's wall clock steps 30-60 s back (its uptime reads negative) or 60-120 s forward (its uptime overstated), each mode's victims seeing the two in turn (Valkey only)",
+            "amnesia-split, and right after each restart, before any client reaches it, that node's wall clock steps 30-60 s back (its uptime reads negative) or 60-120 s forward (its uptime overstated): the first restart back, then each mode's victims seeing the two in turn (Valkey only)",
             Expectation::MustShow(Anomaly::ExclusionViolation),
             None,
         )
