@@ -16,6 +16,7 @@ use crate::node::Node;
 use crate::notify::{Notifier, Watcher};
 use crate::quarantine::{Guards, Lengths, Restarts};
 use crate::quorum::{self, Tally, Until};
+use crate::room::Writes;
 use crate::script;
 use crate::token::Token;
 use crate::validity;
@@ -175,11 +176,13 @@ impl Shared {
 }
 
 /// An acquire attempt in flight: until disarmed, dropping it (the attempt's future was
-/// cancelled) spawns the removal of our key from every node.
+/// cancelled) spawns the removal of our key from every node its votes were sent to.
 struct AttemptGuard {
     shared: Arc<Shared>,
     key: Arc<str>,
     token: Token,
+    /// What the votes sent each node (see `room`), written by the votes themselves.
+    writes: Writes,
     deadline: Duration,
     /// The attempt's start plus its TTL: the clean-up starts no round after it.
     give_up_at: Instant,
@@ -193,11 +196,13 @@ impl AttemptGuard {
 
     /// Starts the compare-and-delete of the attempt's key on `nodes`, tried again where
     /// a node did not answer (see `cleanup` and [`Shared::spawn`]); `false` when no
-    /// runtime can run it.
+    /// runtime can run it. A node that no vote of the attempt reached gets nothing.
     fn delete_on(&self, nodes: Vec<Arc<Node>>) -> bool {
         let cleanup = crate::cleanup::Cleanup {
             key: Arc::clone(&self.key),
             token: self.token,
+            writes: self.writes.clone(),
+            announce: false,
             deadline: self.deadline,
             give_up_at: self.give_up_at,
             closing: self.shared.closing.clone(),
@@ -212,7 +217,8 @@ impl Drop for AttemptGuard {
             return;
         }
         // Our deletes queue behind the attempt's SETs on each connection, so they land
-        // after them whatever state the attempt was in.
+        // after them whatever state the attempt was in; they are not sent where no SET
+        // was (see `room`), so no clean-up asks such a node again.
         if !self.delete_on(self.shared.nodes.clone()) {
             tracing::warn!(key = %self.key, "acquire cancelled outside a Tokio runtime: its keys expire with the ttl");
         }
@@ -739,10 +745,12 @@ impl Redlock {
         let deadline = self.settings.node_timeout;
         let tasks = &self.shared.tasks;
         let started = Instant::now();
+        let writes = Writes::none(nodes.len());
         let guard = AttemptGuard {
             shared: Arc::clone(&self.shared),
             key: Arc::clone(&key),
             token,
+            writes: writes.clone(),
             deadline,
             give_up_at: started.checked_add(self.settings.ttl).unwrap_or(started),
             armed: true,
@@ -771,8 +779,9 @@ impl Redlock {
         let votes: Tally<(i64, u64)> =
             quorum::fan_out(nodes, required, Until::Decided, deadline, tasks, |node| {
                 let request = Arc::clone(&request);
+                let writes = writes.clone();
                 async move {
-                    node.vote(guards, durability, |mut c| async move {
+                    node.vote(&writes, guards, durability, |mut c| async move {
                         if fenced {
                             let fence: i64 = request.query_async(&mut c).await?;
                             Ok((fence >= 0).then_some(fence))
@@ -859,6 +868,7 @@ impl Redlock {
             });
         };
         // From here the lease owns the keys (its release, or its drop, removes them).
+        let keys_end = guard.give_up_at;
         guard.disarm();
         Ok(Lease::new(
             self.clone(),
@@ -871,6 +881,8 @@ impl Redlock {
             elapsed,
             reports,
             voters,
+            writes,
+            keys_end,
         ))
     }
 
@@ -882,9 +894,11 @@ impl Redlock {
     ///
     /// Nodes that refused the `SET NX` hold no key of ours and are skipped: under
     /// contention most votes are refusals, and deleting there would double the cost of
-    /// every failed attempt. So are nodes whose line was full: a
-    /// [`NodeError::Backlog`] vote was never sent, and its delete would take a place kept
-    /// for the deletes of votes that were (see `room`).
+    /// every failed attempt. A node to which the vote was never sent (its line was full:
+    /// [`NodeError::Backlog`]) gets no delete either, and no second try: that is decided
+    /// by the delete itself, in the node's order gate, where every vote of the attempt —
+    /// also one that had not answered by the decision — has been sent or refused (see
+    /// `room`).
     ///
     /// The clean-up is tracked: [`shutdown`](Self::shutdown) waits for it.
     fn cleanup<T>(&self, mut guard: AttemptGuard, votes: &Tally<T>) {
@@ -894,9 +908,7 @@ impl Redlock {
             .nodes
             .iter()
             .zip(&votes.answers)
-            .filter(|(_, answer)| {
-                !matches!(answer, Some((Ok(None) | Err(NodeError::Backlog(_)), _)))
-            })
+            .filter(|(_, answer)| !matches!(answer, Some((Ok(None), _))))
             .map(|(node, _)| Arc::clone(node))
             .collect();
         if nodes.is_empty() {

@@ -155,13 +155,39 @@ impl Conn {
         }
     }
 
-    /// Requests waiting for replies, those nobody waits for any more included; `None` for
-    /// the `redis` crate's connection, which does not say.
-    pub(crate) fn pending(&self) -> Option<usize> {
+    /// Where the line stands now; `None` for the `redis` crate's connection, which does
+    /// not say.
+    pub(crate) fn mark(&self) -> Option<Mark> {
         match self {
-            Conn::Lean(lean) => Some(lean.shared.line().waiting.len()),
+            Conn::Lean(lean) => {
+                let line = lean.shared.line();
+                Some(Mark {
+                    answered: line.answered,
+                    waiting: line.waiting.len(),
+                })
+            }
             Conn::Multiplexed(..) => None,
         }
+    }
+}
+
+/// Where a connection's line stands: how many of its requests have left it, and how many
+/// wait in it. Places are numbered from the connection's first request, and leave the line
+/// in that order, so a request is still in line while `answered` has not passed its place
+/// (see `room`, which counts on that).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Mark {
+    /// Requests answered, or failed when the connection broke.
+    pub(crate) answered: u64,
+    /// Requests waiting for replies, those nobody waits for any more included.
+    pub(crate) waiting: usize,
+}
+
+impl Mark {
+    /// The place the next request takes.
+    pub(crate) fn next(self) -> u64 {
+        self.answered
+            .saturating_add(u64::try_from(self.waiting).unwrap_or(u64::MAX))
     }
 }
 
@@ -255,6 +281,8 @@ struct Shared {
 struct Line {
     out: Vec<u8>,
     waiting: VecDeque<oneshot::Sender<RedisResult<Value>>>,
+    /// Requests that have left `waiting`: answered, or failed when the connection broke.
+    answered: u64,
     /// The writer task owns `out` until it is empty.
     flushing: bool,
     /// Why the connection broke, once it has.
@@ -298,6 +326,8 @@ impl Shared {
         let mut line = self.line();
         let why = line.broken.get_or_insert(why).clone();
         self.broken.store(true, Ordering::Release);
+        let failed = u64::try_from(line.waiting.len()).unwrap_or(u64::MAX);
+        line.answered = line.answered.saturating_add(failed);
         for waiter in line.waiting.drain(..) {
             let _ = waiter.send(Err(why.error()));
         }
@@ -330,6 +360,11 @@ pub(crate) fn backlog(waiting: usize) -> RedisError {
     )
 }
 
+/// Whether `e` is [`backlog`]'s: the request was refused, nothing was sent.
+pub(crate) fn is_backlog(e: &RedisError) -> bool {
+    e.code() == Some(BACKLOG_CODE)
+}
+
 /// Whether an `AUTH user password` reply is a server before ACLs refusing the username
 /// (its `AUTH` takes one argument); the `redis` crate retries on the same words.
 fn refuses_username(reply: &Value) -> bool {
@@ -347,6 +382,7 @@ impl Lean {
             line: Mutex::new(Line {
                 out: Vec::with_capacity(1024),
                 waiting: VecDeque::new(),
+                answered: 0,
                 flushing: false,
                 broken: None,
             }),
@@ -504,7 +540,14 @@ async fn read_replies(mut read: OwnedReadHalf, guard: BreakOnExit) {
             };
             let reply = resp::decode(buf.get(start..end).unwrap_or_default());
             start = end;
-            let next = shared.line().waiting.pop_front();
+            let next = {
+                let mut line = shared.line();
+                let next = line.waiting.pop_front();
+                if next.is_some() {
+                    line.answered = line.answered.saturating_add(1);
+                }
+                next
+            };
             let Some(waiter) = next else {
                 return shared.break_with(Break::Protocol("a reply nobody asked for".into()));
             };
@@ -563,6 +606,9 @@ mod tests {
         let b = lean.request(&cmd);
         assert_eq!(soon(b).await.expect("reply"), Value::Int(7));
         assert_eq!(soon(a).await.expect("reply"), Value::Int(7));
+        // Three have left the line: the next request takes place 3.
+        let mark = Conn::Lean(Arc::new(lean)).mark().expect("counted");
+        assert_eq!((mark.answered, mark.waiting, mark.next()), (3, 0, 3));
     }
 
     #[tokio::test]
@@ -625,7 +671,7 @@ mod tests {
                 crate::NodeError::Backlog(MAX_PENDING)
             );
         }
-        assert_eq!(conn.pending(), Some(MAX_PENDING));
+        assert_eq!(conn.mark().map(|m| m.waiting), Some(MAX_PENDING));
         // Full is not broken: the node keeps the connection, it drains when answered.
         assert!(!conn.is_broken());
     }

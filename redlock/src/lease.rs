@@ -6,6 +6,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tracing::Instrument;
 
+use crate::cleanup::{self, Cleanup};
 use crate::client::Redlock;
 use crate::dialect::NativeDelete;
 use crate::error::{LockError, NodeError};
@@ -15,7 +16,7 @@ use crate::node::{Link, Node};
 use crate::notify;
 use crate::quorum::{self, Tally, Until};
 use crate::renew::{RenewOptions, RenewingLease};
-use crate::room::Room;
+use crate::room::Writes;
 use crate::script;
 use crate::token::Token;
 use crate::validity;
@@ -58,11 +59,16 @@ pub enum ReleaseOutcome {
     AlreadyGone,
     /// The key holds another owner's token; it was left alone.
     NotOurs,
-    /// The node failed or missed its deadline; the key expires by itself.
+    /// The node failed or missed its deadline. A release's delete that may still succeed
+    /// (the node refused it with [`NodeError::Backlog`], did not answer in time, or its
+    /// connection failed) is tried again in the background, as a failed attempt's
+    /// clean-up is, until the node answers or the key's TTL has passed
+    /// ([`Redlock::shutdown`] stops the tries); otherwise the key expires by itself.
     Failed(NodeError),
     /// [`Lease::release`] returned before this node answered: a majority had already
     /// answered. The delete is still on its way, behind everything sent to this node before
-    /// it, and finishes in the background ([`Redlock::shutdown`] waits for it).
+    /// it, and finishes in the background ([`Redlock::shutdown`] waits for it), tried
+    /// again there as [`Failed`](ReleaseOutcome::Failed) says.
     /// [`Lease::release_all`] never reports this.
     Pending,
     /// No answer before the deadline, for a request that does not undo itself (the
@@ -117,6 +123,12 @@ pub struct Lease {
     /// Per node, the epoch of the server whose yes the lease counts on (its last
     /// successful round), `None` where it has none (see `quarantine`).
     voters: Vec<Option<u64>>,
+    /// What the acquire and the extends sent each node: where the release's deletes go,
+    /// and which of them a place is kept for (see `room`).
+    writes: Writes,
+    /// When the keys expire at the latest, had every write that may have set them landed
+    /// when it was sent: a release tried again stops then (see `cleanup`).
+    keys_end: Instant,
 }
 
 impl Lease {
@@ -132,6 +144,8 @@ impl Lease {
         elapsed: Duration,
         nodes: Vec<NodeReport>,
         voters: Vec<Option<u64>>,
+        writes: Writes,
+        keys_end: Instant,
     ) -> Self {
         client.shared().held.hold(&key, token, valid_until);
         Lease {
@@ -148,11 +162,14 @@ impl Lease {
             done: false,
             unverified: false,
             voters,
+            writes,
+            keys_end,
         }
     }
 
     /// A lease taken over from a [`LeaseHandle`](crate::handle::LeaseHandle): held as far
-    /// as the keys go, with no validity known until an extend succeeds.
+    /// as the keys go, with no validity known until an extend succeeds. Its keys may be on
+    /// any node, set by another client: its release asks every node.
     pub(crate) fn adopted(
         client: Redlock,
         resource: String,
@@ -161,6 +178,8 @@ impl Lease {
         fence: Option<FenceToken>,
     ) -> Self {
         let now = Instant::now();
+        let writes = Writes::anywhere(client.nodes());
+        let keys_end = now.checked_add(client.ttl()).unwrap_or(now);
         Lease {
             client,
             resource,
@@ -175,6 +194,8 @@ impl Lease {
             done: false,
             unverified: true,
             voters: Vec::new(),
+            writes,
+            keys_end,
         }
     }
 
@@ -451,6 +472,10 @@ impl Lease {
         // Before the first request can leave: from here on the keys may be shortened.
         self.bound_validity_for(client, started);
         let settings = client.settings();
+        // And lengthened, where they are still ours.
+        self.keys_end = self
+            .keys_end
+            .max(started.checked_add(settings.ttl).unwrap_or(started));
         let ttl_ms = settings.ttl_ms();
         let deadline = settings.node_timeout;
         let shared = client.shared();
@@ -466,8 +491,9 @@ impl Lease {
             shared.tasks(),
             |node| {
                 let (key, token) = (Arc::clone(&self.key), self.token);
+                let writes = self.writes.clone();
                 async move {
-                    node.vote_on(guards, durability, |mut c, link| {
+                    node.vote_on(&writes, guards, durability, |mut c, link| {
                         let node = &node;
                         async move {
                             let r = extend::extend_one(&mut c, node, link, &key, &token, ttl_ms)
@@ -522,8 +548,12 @@ impl Lease {
     /// Why that is the default: once a majority no longer holds our key, another client
     /// can gather its quorum, so waiting longer only makes the caller pay for the slowest
     /// node (a node 50 ms slow made every release 50 ms slow). Nothing is skipped: every
-    /// node still gets its delete, on the same connection and so after everything this
-    /// client sent it before, and [`Redlock::shutdown`] waits for the stragglers. Use
+    /// node our key may be on still gets its delete, on the same connection and so after
+    /// everything this client sent it before, and [`Redlock::shutdown`] waits for the
+    /// stragglers. A node that no write of this lease ever reached (its vote was refused
+    /// unsent, see [`NodeError::Backlog`]) gets none and reports
+    /// [`ReleaseOutcome::AlreadyGone`]. A delete that fails in a way another try may mend
+    /// is tried again in the background (see [`ReleaseOutcome::Failed`]). Use
     /// [`release_all`](Lease::release_all) when you want every node's answer.
     ///
     /// Cancel-safe: dropping the returned future before it finishes has the outcome of
@@ -553,20 +583,28 @@ impl Lease {
             outcome = tracing::field::Empty,
             released = tracing::field::Empty
         );
-        let settings = self.client.settings();
         let shared = self.client.shared();
-        let report = delete_everywhere(
-            &shared.nodes,
-            &self.key,
-            &self.token,
-            settings.notify,
-            settings.node_timeout,
-            wait,
-            Room::Reserved,
-        )
-        .instrument(span.clone())
-        .await;
+        let job = self.cleanup();
+        // Deletes that answer after `wait` is met, and need another try, get it from the
+        // task that drove them; those that answered before, from a task of their own.
+        let late = {
+            let (job, shared) = (job.clone(), Arc::clone(shared));
+            move |late: Vec<(usize, ReleaseOutcome)>| {
+                let again = late
+                    .iter()
+                    .filter(|(_, outcome)| cleanup::try_again(outcome))
+                    .filter_map(|(i, _)| shared.nodes.get(*i).cloned());
+                job.again(again.collect())
+            }
+        };
+        let report = delete_everywhere(&shared.nodes, &job, wait, late)
+            .instrument(span.clone())
+            .await;
         self.done = true;
+        if report.nodes.iter().any(|n| cleanup::try_again(&n.outcome)) {
+            let outcomes = report.nodes.iter().map(|n| &n.outcome);
+            shared.spawn(job.again(cleanup::unanswered(shared.nodes.clone(), outcomes)));
+        }
         crate::metrics::released(&span, &report, self.client.quorum());
         report
     }
@@ -666,6 +704,21 @@ impl Lease {
         RenewingLease::start(self, options)
     }
 
+    /// The deletes of this lease's keys, tried again where a node does not answer, until
+    /// the keys' end (see `cleanup`); a delete that removes a key announces it.
+    fn cleanup(&self) -> Cleanup {
+        let settings = self.client.settings();
+        Cleanup {
+            key: Arc::clone(&self.key),
+            token: self.token,
+            writes: self.writes.clone(),
+            announce: settings.notify,
+            deadline: settings.node_timeout,
+            give_up_at: self.keys_end,
+            closing: self.client.shared().closing().clone(),
+        }
+    }
+
     /// Marks the lease as handed over (renewer owns the release).
     pub(crate) fn disarm(&mut self) {
         self.done = true;
@@ -684,14 +737,7 @@ impl Drop for Lease {
         if self.done {
             return;
         }
-        let nodes = shared.nodes.clone();
-        let (key, token) = (Arc::clone(&self.key), self.token);
-        let settings = self.client.settings();
-        let (announce, deadline) = (settings.notify, settings.node_timeout);
-        shared.spawn(async move {
-            let room = Room::Reserved;
-            delete_everywhere(&nodes, &key, &token, announce, deadline, Wait::All, room).await;
-        });
+        shared.spawn(self.cleanup().run(shared.nodes.clone()));
     }
 }
 
@@ -704,19 +750,26 @@ pub(crate) enum Wait<'a> {
     Quorum(usize, &'a tokio_util::task::TaskTracker),
 }
 
-/// Compare-and-delete on every node, each up to its deadline, waiting as `wait` says, in
-/// the places of each node's line `room` allows (see `room`). With `announce`, each node
-/// that deletes our key publishes the same release id to the key's waiters.
-pub(crate) async fn delete_everywhere(
+/// One round of `job`'s compare-and-delete on `nodes`, each up to `job`'s deadline,
+/// waiting as `wait` says; where no write of `job`'s was ever sent, nothing is sent (the
+/// node answers [`ReleaseOutcome::AlreadyGone`] at once, and counts as answered), and
+/// elsewhere each delete takes the
+/// places of the line its writes left it (see `room`). When `job` announces, each node
+/// that deletes our key publishes the same release id to the key's waiters. The deletes
+/// still in flight when `wait` is met are driven to their deadline in the background,
+/// which then hands their outcomes (by node index) to `late`, and waits for it.
+pub(crate) async fn delete_everywhere<L, LFut>(
     nodes: &[Arc<Node>],
-    key: &Arc<str>,
-    token: &Token,
-    announce: bool,
-    deadline: Duration,
+    job: &Cleanup,
     wait: Wait<'_>,
-    room: Room,
-) -> ReleaseReport {
-    let (channel, release_id) = if announce {
+    late: L,
+) -> ReleaseReport
+where
+    L: FnOnce(Vec<(usize, ReleaseOutcome)>) -> LFut + Send + 'static,
+    LFut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let (key, token, deadline) = (&job.key, &job.token, job.deadline);
+    let (channel, release_id) = if job.announce {
         (notify::channel(key), notify::release_id())
     } else {
         (String::new(), String::new())
@@ -738,20 +791,38 @@ pub(crate) async fn delete_everywhere(
         }
         Wait::Quorum(required, tasks) => (Until::Decided, required, tasks),
     };
+    let late = |answers: Vec<(usize, quorum::Answer<i64>)>| {
+        late(
+            answers
+                .into_iter()
+                .map(|(i, answer)| (i, outcome_of(Some(answer))))
+                .collect(),
+        )
+    };
     // Every answer is a "yes" here: a release is decided when `required` nodes answered.
-    let tally: Tally<i64> = quorum::fan_out(nodes, required, until, deadline, tasks, |node| {
-        let (key, token, announce) = (Arc::clone(key), *token, Arc::clone(&announce));
-        async move {
-            node.learn_delete(deadline);
-            let on = &node;
-            node.call_unbounded_in(room, |mut c, link| async move {
-                delete_one(&mut c, on, link, &key, &token, &announce)
-                    .await
-                    .map(Some)
-            })
-            .await
-        }
-    })
+    let tally: Tally<i64> = quorum::fan_out_then(
+        nodes,
+        required,
+        until,
+        deadline,
+        tasks,
+        |node| {
+            let (key, token, announce) = (Arc::clone(key), *token, Arc::clone(&announce));
+            let writes = job.writes.clone();
+            async move {
+                node.learn_delete(deadline);
+                let on = &node;
+                let (deleted, took) = node
+                    .delete_after(&writes, |mut c, link| async move {
+                        delete_one(&mut c, on, link, &key, &token, &announce).await
+                    })
+                    .await;
+                // Not sent, as nothing of ours is there: an answer like any other.
+                (deleted.map(|d| Some(d.unwrap_or(0))), took)
+            }
+        },
+        late,
+    )
     .await;
     report_of(nodes, tally)
 }
@@ -765,28 +836,30 @@ struct Announce {
     script: redis::Cmd,
 }
 
-/// Per node: 1 deleted, 0 (or no value) nothing there, anything else not ours.
+/// Per node: 1 deleted, 0 (or no value: nothing sent) nothing there, anything else not
+/// ours.
 fn report_of(nodes: &[Arc<Node>], tally: Tally<i64>) -> ReleaseReport {
     ReleaseReport {
         nodes: nodes
             .iter()
             .zip(tally.answers)
-            .map(|(node, answer)| {
-                let latency = answer.as_ref().map(|(_, took)| *took);
-                let outcome = match answer {
-                    Some((Ok(Some(1)), _)) => ReleaseOutcome::Released,
-                    Some((Ok(Some(0) | None), _)) => ReleaseOutcome::AlreadyGone,
-                    Some((Ok(Some(_)), _)) => ReleaseOutcome::NotOurs,
-                    Some((Err(e), _)) => ReleaseOutcome::Failed(e),
-                    None => ReleaseOutcome::Pending,
-                };
-                NodeReport {
-                    addr: node.addr().to_owned(),
-                    outcome,
-                    latency,
-                }
+            .map(|(node, answer)| NodeReport {
+                addr: node.addr().to_owned(),
+                latency: answer.as_ref().map(|(_, took)| *took),
+                outcome: outcome_of(answer),
             })
             .collect(),
+    }
+}
+
+/// What one node's answer to a delete (`None`: none yet) says.
+fn outcome_of(answer: Option<quorum::Answer<i64>>) -> ReleaseOutcome {
+    match answer {
+        Some((Ok(Some(1)), _)) => ReleaseOutcome::Released,
+        Some((Ok(Some(0) | None), _)) => ReleaseOutcome::AlreadyGone,
+        Some((Ok(Some(_)), _)) => ReleaseOutcome::NotOurs,
+        Some((Err(e), _)) => ReleaseOutcome::Failed(e),
+        None => ReleaseOutcome::Pending,
     }
 }
 

@@ -76,9 +76,9 @@
 //!   from a node seen to restart since. It assumes that no client of these nodes uses a
 //!   longer TTL than the quarantine, and that a node's `uptime_in_seconds` and `run_id` tell
 //!   the truth about its start (the uptime is read from the server's wall clock: where it
-//!   is unusable, or contradicts a restart this client saw, the start is taken as *now*;
-//!   a forward clock step after a restart the client never saw the old server of cannot
-//!   be told); it cannot see a node emptied without a restart (`FLUSHALL`,
+//!   is unusable, or the restart is one this client saw, the start is taken as *now*; a
+//!   forward clock step after a restart the client never saw the old server of cannot be
+//!   told); it cannot see a node emptied without a restart (`FLUSHALL`,
 //!   `DEBUG RELOAD`, eviction) or one whose `INFO` an ACL hides. It costs availability after
 //!   restarts, also after those that kept the data, and for the first TTL of a freshly
 //!   started cluster (a first start looks like a restart). Where every node runs
@@ -121,13 +121,16 @@
 //! delete then goes out on a new connection, with no order against the old one, so a node
 //! whose delete failed or missed its deadline is asked again, after pauses doubling up to
 //! a second, until it answers or the attempt's TTL has passed (a server stalled longer
-//! runs the `SET` after the last try, and that key expires with its TTL). The clean-up is
+//! runs the `SET` after the last try, and that key expires with its TTL). A node that no
+//! vote of the attempt reached (its connection's line was full:
+//! [`NodeError::Backlog`]) gets no delete and is not asked again. The clean-up is
 //! tracked like every other background task ([`Redlock::shutdown`] waits for its round in
 //! flight and starts no other).
 //!
 //! Releases are cancel-safe too: a dropped [`Lease::release`] or
 //! [`RenewingLease::release`] future has the outcome of a dropped lease (the deletes go
-//! out in the background). A dropped or failed extend leaves the lease valid only until
+//! out in the background). A release's delete that a node refused or did not answer is
+//! asked again in the same way, until the keys' TTL has passed. A dropped or failed extend leaves the lease valid only until
 //! the earlier of its old end and the extend's own (`start + ttl − drift`): the extend may
 //! have reached some nodes, and if its TTL was shorter than what was left (an
 //! [`Lease::extend_for`] with less time, or the client's TTL after a longer one) it
@@ -190,8 +193,9 @@
 //!   connection and calls with a deadline (made from a URL or from your `redis::Client`,
 //!   see [`Redlock::builder_from_clients`]). `conn`: the connection itself — our own lean
 //!   pipelined one over plain TCP, the `redis` crate's otherwise. `token`: owner tokens.
-//! - `cleanup`: a failed or cancelled attempt's delete, asked again where a node did not
-//!   answer. `room`: the places in a stalled node's line kept for such deletes.
+//! - `cleanup`: a failed or cancelled attempt's delete, and a release's, asked again where
+//!   a node refused or did not answer. `room`: the places in a stalled node's line kept
+//!   for the delete behind each write of ours, and the credits that hand them out.
 //! - [`error`]: [`ConfigError`], [`LockError`], per-node failures.
 //! - `metrics`: the metric names (public with feature `metrics`, which emits them
 //!   through the `metrics` facade) and the outcome fields of the tracing spans.

@@ -86,7 +86,7 @@ use crate::dialect::{Dialect, NativeDelete};
 use crate::durable::Durability;
 use crate::error::NodeError;
 use crate::quarantine::{Guards, Incarnation, Lengths, Restarts, ServerInfo};
-use crate::room::Room;
+use crate::room::{Admit, Room, Writes};
 
 /// Which node's connection reaches each server, by the server's `run_id`; shared by the
 /// nodes of one client. A node claims the server its last accepted connection reached (the
@@ -320,11 +320,10 @@ impl Node {
     }
 
     /// Like [`call_unbounded`](Self::call_unbounded), taking places in the connection's
-    /// line as `room` allows: [`Room::Reserved`] for a delete that follows a write of ours
-    /// on this node (see `room`); `f` is told the [`Link`] it is sent on.
+    /// line as `room` allows (see `room`); `f` is told the [`Link`] it is sent on.
     pub(crate) async fn call_unbounded_in<T, F, Fut>(
         &self,
-        room: Room,
+        room: Room<'_>,
         f: F,
     ) -> (Result<T, NodeError>, Duration)
     where
@@ -335,14 +334,44 @@ impl Node {
         (result.map(|(v, _, _, _)| v), took)
     }
 
+    /// Runs `f`, a delete of the key `writes` traces, with no deadline of its own (as
+    /// [`call_unbounded`](Self::call_unbounded)): in a place kept for it while a write of
+    /// ours waits ahead of it in the line, in a shared place otherwise, and not at all
+    /// (`Ok(None)`: nothing of ours there) where no write of `writes` was ever sent here
+    /// (see `room`). Decided in the order gate, after every earlier call was sent or
+    /// refused; `f` is told the [`Link`] it is sent on.
+    pub(crate) async fn delete_after<T, F, Fut>(
+        &self,
+        writes: &Writes,
+        f: F,
+    ) -> (Result<Option<T>, NodeError>, Duration)
+    where
+        F: FnOnce(Conn, Link) -> Fut,
+        Fut: Future<Output = RedisResult<T>>,
+    {
+        let started = Instant::now();
+        let room = Room::Delete(writes);
+        // Unconstrained: see `call_with`.
+        let result = match tokio::task::unconstrained(self.in_order(f, room, false, None)).await {
+            Ok((v, _, _, _)) => Ok(Some(v)),
+            Err(e) if crate::room::is_unsent(&e) => Ok(None),
+            Err(e) => Err(self.failed(&e)),
+        };
+        (result, started.elapsed())
+    }
+
     /// A vote: like [`call_unbounded`](Self::call_unbounded), and a yes counts only if
     /// `guards` let it (see [`counted`](Self::counted)) and, with durable votes, once the
     /// node fsynced it (see [`fsynced`](Self::fsynced)); with the clock-jump guard on, a
     /// `TIME` goes behind the request, and with durable votes a `WAITAOF` (see
     /// [`call_sampled`](Self::call_sampled)). A yes carries the epoch of the server that
     /// gave it, for the lease to notice a later restart or jump.
+    ///
+    /// A vote writes the lock key (a `SET`, an extend): once it is in line, `writes` keeps
+    /// its credit for the delete that may follow (see `room`).
     pub(crate) async fn vote<T, F, Fut>(
         &self,
+        writes: &Writes,
         guards: Option<Guards>,
         durability: Durability,
         f: F,
@@ -351,13 +380,14 @@ impl Node {
         F: FnOnce(Conn) -> Fut,
         Fut: Future<Output = RedisResult<Option<T>>>,
     {
-        self.vote_on(guards, durability, |c, _| f(c)).await
+        self.vote_on(writes, guards, durability, |c, _| f(c)).await
     }
 
     /// Like [`vote`](Self::vote), for a request that depends on what the connection's
     /// server understands: `f` is told in the [`Link`] it gets.
     pub(crate) async fn vote_on<T, F, Fut>(
         &self,
+        writes: &Writes,
         guards: Option<Guards>,
         durability: Durability,
         f: F,
@@ -366,7 +396,9 @@ impl Node {
         F: FnOnce(Conn, Link) -> Fut,
         Fut: Future<Output = RedisResult<Option<T>>>,
     {
-        let (result, took) = self.sampled(guards, durability, f).await;
+        let (result, took) = self
+            .sampled(Room::Write(writes), guards, durability, f)
+            .await;
         let answer = result.and_then(|(v, epoch, fsynced)| match v {
             Some(v) => self.fsynced(fsynced).map(|()| Some((v, epoch))),
             None => Ok(None),
@@ -426,12 +458,15 @@ impl Node {
         F: FnOnce(Conn) -> Fut,
         Fut: Future<Output = RedisResult<T>>,
     {
-        self.sampled(guards, durability, |c, _| f(c)).await
+        self.sampled(Room::Shared, guards, durability, |c, _| f(c))
+            .await
     }
 
-    /// [`call_sampled`](Self::call_sampled), telling `f` its [`Link`].
+    /// [`call_sampled`](Self::call_sampled) in the places `room` allows, telling `f` its
+    /// [`Link`].
     async fn sampled<T, F, Fut>(
         &self,
+        room: Room<'_>,
         guards: Option<Guards>,
         durability: Durability,
         f: F,
@@ -442,13 +477,13 @@ impl Node {
     {
         let wait = durability.wait();
         let Some(allowance) = guards.and_then(|g| g.jumps) else {
-            let (result, took) = self.call_with(f, Room::Shared, false, wait).await;
+            let (result, took) = self.call_with(f, room, false, wait).await;
             return (
                 result.map(|(v, epoch, _, fsynced)| (v, epoch, fsynced)),
                 took,
             );
         };
-        let (result, took) = self.call_with(f, Room::Shared, true, wait).await;
+        let (result, took) = self.call_with(f, room, true, wait).await;
         let result = result.map(|(v, epoch, sample, fsynced)| {
             if let Some(sample) = sample {
                 match self
@@ -488,7 +523,7 @@ impl Node {
     async fn call_with<T, F, Fut>(
         &self,
         f: F,
-        room: Room,
+        room: Room<'_>,
         timed: bool,
         wait: Option<Duration>,
     ) -> (
@@ -504,17 +539,21 @@ impl Node {
         // without taking a place in line — the gate, or the pipeline's channel — and a
         // later call would overtake this one (see "Calls reach the server in the order
         // they were made").
-        let result = match tokio::task::unconstrained(self.in_order(f, room, timed, wait)).await {
-            Err(e) if e.code() == Some(SAME_SERVER_CODE) => Err(NodeError::SameServer(
-                e.detail().unwrap_or_default().to_owned(),
-            )),
-            Err(e) => Err(NodeError::from_redis(&e)),
-            Ok(v) => Ok(v),
-        };
-        if let Err(e) = &result {
-            crate::metrics::node_error(&self.addr, e);
-        }
+        let result = tokio::task::unconstrained(self.in_order(f, room, timed, wait))
+            .await
+            .map_err(|e| self.failed(&e));
         (result, started.elapsed())
+    }
+
+    /// The error of a call that failed with `e`, counted in the metrics.
+    fn failed(&self, e: &RedisError) -> NodeError {
+        let e = if e.code() == Some(SAME_SERVER_CODE) {
+            NodeError::SameServer(e.detail().unwrap_or_default().to_owned())
+        } else {
+            NodeError::from_redis(e)
+        };
+        crate::metrics::node_error(&self.addr, &e);
+        e
     }
 
     /// Makes a connection and asks its server for its `run_id` and uptime (one `INFO
@@ -524,7 +563,6 @@ impl Node {
     async fn connect(client: Client, config: AsyncConnectionConfig, budget: Duration) -> Connected {
         let attempt = async {
             let mut conn = Conn::connect(&client, &config).await?;
-            let asked_at = Instant::now();
             let text = redis::cmd("INFO")
                 .arg("server")
                 .query_async::<String>(&mut conn)
@@ -532,7 +570,7 @@ impl Node {
                 .ok();
             let info = text
                 .as_deref()
-                .map(|info| ServerInfo::parse(info, asked_at, Instant::now()));
+                .map(|info| ServerInfo::parse(info, Instant::now()));
             let dialect = text.as_deref().map(Dialect::of).unwrap_or_default();
             Ok((conn, info, dialect))
         };
@@ -647,7 +685,10 @@ impl Node {
     /// Runs `f`, its first request handed to the connection before any later call's (see
     /// the module docs); when `timed`, a `TIME` right behind it on the same connection,
     /// read as a [`Sample`] of the server's clock taken after `f`'s command ran; when
-    /// `wait` is set, a `WAITAOF` behind that (see `durable`), judged as [`Fsynced`].
+    /// `wait` is set, a `WAITAOF` behind that (see `durable`), judged as [`Fsynced`]. It
+    /// takes the places of the line `room` allows, and a write or delete tells `room` it
+    /// got in; a delete `room` keeps from being sent fails with [`crate::room::unsent`]'s
+    /// error.
     ///
     /// The `WAITAOF` goes last: the server holds back what follows it on the connection
     /// until the fsync, and the `TIME` must not wait for that (it would widen the clock
@@ -656,7 +697,7 @@ impl Node {
     async fn in_order<T, F, Fut>(
         &self,
         f: F,
-        room: Room,
+        room: Room<'_>,
         timed: bool,
         wait: Option<Duration>,
     ) -> RedisResult<(T, u64, Option<Sample>, Fsynced)>
@@ -665,9 +706,9 @@ impl Node {
         Fut: Future<Output = RedisResult<T>>,
     {
         let mut gate = self.conn.lock().await;
-        let (generation, conn, conn_epoch) = self.connection(&mut gate).await?;
+        let (generation, conn, epoch) = self.connection(&mut gate).await?;
         // Read in the gate: a jump seen later leaves this call in the old epoch.
-        let epoch = self.incarnation.sending(conn_epoch);
+        let epoch = self.incarnation.sending(epoch);
         // Waited for in the gate, so calls keep their order when the limit is reached;
         // held until the reply, so the channel always has room for this request (and its
         // `TIME` and `WAITAOF`).
@@ -678,10 +719,16 @@ impl Node {
         };
         // Refused before anything is sent, companions counted: a request that got in has
         // room for all of them, so a `Backlog` always means "not sent" (the clean-up
-        // relies on it, see `room`).
-        let waiting = conn.pending();
-        if !room.admits(waiting, usize::try_from(permits).unwrap_or(usize::MAX)) {
-            return Err(crate::conn::backlog(waiting.unwrap_or_default()));
+        // relies on it, see `room`). A delete that follows nothing of ours is not sent
+        // either.
+        let mark = conn.mark();
+        let places = usize::try_from(permits).unwrap_or(usize::MAX);
+        match room.admit(self.index, generation, mark, places) {
+            Admit::Send => {}
+            Admit::Refuse => {
+                return Err(crate::conn::backlog(mark.map_or(0, |m| m.waiting)));
+            }
+            Admit::Unsent => return Err(crate::room::unsent()),
         }
         let _in_flight = Arc::clone(&self.in_flight)
             .acquire_many_owned(permits)
@@ -711,9 +758,20 @@ impl Node {
                 },
             },
         };
+        // The place the request is about to take, read in the gate, with nothing between
+        // here and the poll that takes it: a write's credit names it (see `room`).
+        let place = match room {
+            Room::Write(_) => conn.mark(),
+            Room::Shared | Room::Delete(_) => None,
+        };
         let mut request = std::pin::pin!(f(conn, link));
         // One poll puts the request in the pipeline's queue (or in line for a place in it).
         let first = std::future::poll_fn(|cx| Poll::Ready(request.as_mut().poll(cx))).await;
+        // Refused by the connection itself: nothing went out.
+        let refused = matches!(&first, Poll::Ready(Err(e)) if crate::conn::is_backlog(e));
+        if !refused {
+            room.sent(self.index, generation, place);
+        }
         // And one puts the `TIME` behind it, still inside the gate.
         let clock_first = match clock.as_mut() {
             Some(c) => Some(std::future::poll_fn(|cx| Poll::Ready(c.as_mut().poll(cx))).await),
@@ -729,11 +787,6 @@ impl Node {
             Poll::Ready(r) => r,
             Poll::Pending => request.await,
         };
-        if result.is_ok() {
-            // The server of this connection was up after `sent`: a restart found later
-            // cannot have come before (see `quarantine`, "fails closed").
-            self.incarnation.answered(conn_epoch, sent);
-        }
         let result = match (result, clock, clock_first) {
             (Ok(v), Some(c), Some(first)) => {
                 let time = match first {

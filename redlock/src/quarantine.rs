@@ -26,15 +26,15 @@
 //! forward overstates it, which would end the quarantine early. So:
 //! - a server that gives its `run_id` but no usable uptime (missing, negative, not a
 //!   number) is taken to have started *now*, when its reply came in;
-//! - for a restart this client saw (a new `run_id`), the new server started after the old
-//!   one last answered us: an uptime that places the start before that moment is wrong,
-//!   and the start is then taken to be *now* too. Each reply a node's current server gives
-//!   moves that moment on (the send time of the request: the server was alive after it).
+//! - a restart this client saw (a new `run_id`) counts from when the client saw it, when
+//!   the new connection's reply came in, whatever the uptime says. The restart came before
+//!   that, and the uptime cannot be trusted to say how long before: a client idle since the
+//!   old server last answered it cannot tell a forward step shorter than its idleness
+//!   from a real uptime (the model found that trace, `docs/model.md`). It costs one
+//!   quarantine counted from the reconnection, for one node.
 //!
-//! What no client can see: a forward step smaller than the time between the old server's
-//! last answer to this client and the restart, and any forward step after a restart a
-//! client never saw the old server of (a client started after the restart has only the
-//! uptime to go by). `docs/trade-offs.md` says what that means for operators.
+//! What no client can see: a forward step after a restart of a server it never knew the
+//! old one of (a client started after the restart has only the uptime to go by). `docs/trade-offs.md` says what that means for operators.
 //!
 //! A node whose `run_id` differs from the one its previous connection saw has restarted:
 //! its *epoch* moves on. A lease remembers the epoch of each yes it counted; a yes from an
@@ -173,15 +173,13 @@ pub(crate) struct ServerInfo {
     /// `uptime_in_seconds`, truncated by the server to whole seconds; `None` when it is
     /// missing or unusable (negative after a wall-clock step back, not a number).
     pub(crate) uptime: Option<Duration>,
-    /// When the question was sent: the server was up after this.
-    pub(crate) asked_at: Instant,
     /// When the reply was in.
     pub(crate) seen_at: Instant,
 }
 
 impl ServerInfo {
     /// Parses the `INFO server` text; fields that are missing or unusable stay `None`.
-    pub(crate) fn parse(info: &str, asked_at: Instant, seen_at: Instant) -> ServerInfo {
+    pub(crate) fn parse(info: &str, seen_at: Instant) -> ServerInfo {
         let field = |name: &str| {
             info.lines()
                 .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
@@ -195,7 +193,6 @@ impl ServerInfo {
                 .and_then(|s| s.parse::<i64>().ok())
                 .and_then(|s| u64::try_from(s).ok())
                 .map(Duration::from_secs),
-            asked_at,
             seen_at,
         }
     }
@@ -229,14 +226,9 @@ struct Life {
     run_id: Option<String>,
     /// Moves on each time a connection finds another `run_id` than the last one.
     epoch: u64,
-    /// The epoch in which the current `run_id` was learnt: connections of this epoch or
-    /// later reach the current server (a clock jump moves the epoch on, not the server).
-    run_epoch: u64,
     /// The latest possible start of the current server; `None` when it is older than
     /// our clock can count (no quarantine can still apply).
     started_by: Option<Instant>,
-    /// The send time of the latest request the current server answered.
-    answered: Option<Instant>,
     /// The node's clock as this client sampled it (clock-jump guard).
     clock: ClockWatch,
     /// The last forward jump seen: when, and by at least how much.
@@ -247,21 +239,17 @@ struct Life {
 
 impl Life {
     /// The latest possible start of the server `info` came from, `restarted` telling
-    /// whether it is another server than the one before. Fails closed: an uptime that is
-    /// unusable, or that contradicts what this client saw of the server before, gives the
-    /// moment the reply came in.
+    /// whether it is another server than the one before. Fails closed: a restart this
+    /// client saw, or an uptime that is unusable, gives the moment the reply came in.
     fn start_of(&self, info: &ServerInfo, restarted: bool) -> Option<Instant> {
         let now = Some(info.seen_at);
-        let told = info.told_start();
         if restarted {
-            // The new server started after the old one last answered us.
-            return match (told, self.answered) {
-                (Told::At(at), Some(answered)) if at >= answered => Some(at),
-                (Told::At(at), None) => Some(at),
-                _ => now,
-            };
+            return now;
         }
-        match (told, info.run_id.is_some() && self.run_id == info.run_id) {
+        match (
+            info.told_start(),
+            info.run_id.is_some() && self.run_id == info.run_id,
+        ) {
             (Told::At(at), true) => self.started_by.max(Some(at)),
             (Told::At(at), false) => Some(at),
             // The same server as before: what we knew of it stands.
@@ -294,22 +282,11 @@ impl Incarnation {
         life.started_by = life.start_of(info, restarted);
         if restarted {
             life.epoch = life.epoch.saturating_add(1);
-            life.run_epoch = life.epoch;
-            life.answered = None;
         }
         if info.run_id.is_some() {
             life.run_id.clone_from(&info.run_id);
         }
-        life.answered = life.answered.max(Some(info.asked_at));
         (life.epoch, restarted)
-    }
-
-    /// Notes that a request sent at `sent` on a connection of `epoch` was answered.
-    pub(crate) fn answered(&self, epoch: u64, sent: Instant) {
-        let mut life = self.life();
-        if epoch >= life.run_epoch {
-            life.answered = life.answered.max(Some(sent));
-        }
     }
 
     /// The current epoch.
@@ -420,7 +397,6 @@ mod tests {
         ServerInfo {
             run_id: Some(run_id.to_owned()),
             uptime: Some(Duration::from_secs(uptime)),
-            asked_at: seen_at,
             seen_at,
         }
     }
@@ -429,8 +405,8 @@ mod tests {
     fn parses_the_fields_of_info_server() {
         let now = Instant::now();
         let text = "# Server\r\nredis_version:7.0.15\r\nrun_id:abc123\r\nuptime_in_seconds:42\r\nuptime_in_days:0\r\n";
-        assert_eq!(ServerInfo::parse(text, now, now), info("abc123", 42, now));
-        let bare = ServerInfo::parse("# Server\r\n", now, now);
+        assert_eq!(ServerInfo::parse(text, now), info("abc123", 42, now));
+        let bare = ServerInfo::parse("# Server\r\n", now);
         assert_eq!((bare.run_id, bare.uptime), (None, None));
     }
 
@@ -477,7 +453,6 @@ mod tests {
         let silent = ServerInfo {
             run_id: None,
             uptime: None,
-            asked_at: t0,
             seen_at: t0,
         };
         assert_eq!(node.learn(&silent), (after, false));
@@ -486,7 +461,7 @@ mod tests {
     /// `INFO server` as a server whose wall clock was stepped would give it.
     fn raw(run_id: &str, uptime: &str, seen_at: Instant) -> ServerInfo {
         let text = format!("# Server\r\nrun_id:{run_id}\r\nuptime_in_seconds:{uptime}\r\n");
-        ServerInfo::parse(&text, seen_at, seen_at)
+        ServerInfo::parse(&text, seen_at)
     }
 
     #[test]
@@ -515,47 +490,31 @@ mod tests {
         assert_eq!(node.vote_counts(epoch, at(1), restart(q), &none()), Ok(()));
     }
 
+    /// Whatever its uptime says — a forward step's overstatement, a truthful few seconds,
+    /// a negative one — a restart this client saw counts from when it saw it: an idle
+    /// client cannot tell a step shorter than its idleness from the truth (the model's
+    /// trace, `docs/model.md`).
     #[test]
-    fn a_restart_we_saw_started_after_the_old_server_last_answered() {
+    fn a_restart_we_saw_counts_from_when_we_saw_it() {
         let t0 = Instant::now() + Duration::from_secs(100);
         let q = Duration::from_secs(10);
         let at = |s: u64| t0 + Duration::from_secs(s);
         let node = Incarnation::default();
-        let (old, _) = node.learn(&info("a", 3600, t0));
-        node.answered(old, at(20));
-        // A restart at 25 s, the clock stepped 60 s forward after it: at 30 s the new
-        // server says 65 s of uptime, a start before the old one last answered.
-        let (epoch, restarted) = node.learn(&info("b", 65, at(30)));
-        assert!(restarted);
-        assert!(
-            node.vote_counts(epoch, at(39), restart(q), &none())
-                .is_err(),
-            "out for the quarantine from when the restart was seen"
-        );
-        assert_eq!(node.vote_counts(epoch, at(40), restart(q), &none()), Ok(()));
-        // An uptime that fits what we saw is believed: b last answered at 30 s (its
-        // `INFO`), and c says it started at 35 s at the latest.
-        let (epoch, _) = node.learn(&info("c", 5, at(40)));
-        assert!(
-            node.vote_counts(epoch, at(44), restart(q), &none())
-                .is_err()
-        );
-        assert_eq!(node.vote_counts(epoch, at(45), restart(q), &none()), Ok(()));
-        // A negative uptime after a restart: started when seen.
-        let (epoch, _) = node.learn(&raw("d", "-29", at(50)));
-        assert!(
-            node.vote_counts(epoch, at(59), restart(q), &none())
-                .is_err()
-        );
-        assert_eq!(node.vote_counts(epoch, at(60), restart(q), &none()), Ok(()));
-        // Answers on a connection to the old server do not move the new one's mark.
-        node.answered(old, at(70));
-        let (epoch, _) = node.learn(&info("e", 25, at(80)));
-        assert_eq!(
-            node.vote_counts(epoch, at(80), restart(q), &none()),
-            Ok(()),
-            "started at 55 s at the latest, after d's last answer at 50 s"
-        );
+        node.learn(&info("a", 3600, t0));
+        for (run_id, uptime, seen) in [("b", "65", 30), ("c", "5", 50), ("d", "-29", 70)] {
+            let (epoch, restarted) = node.learn(&raw(run_id, uptime, at(seen)));
+            assert!(restarted, "{run_id}");
+            assert!(
+                node.vote_counts(epoch, at(seen + 9), restart(q), &none())
+                    .is_err(),
+                "{run_id}: out for the quarantine from when the restart was seen"
+            );
+            assert_eq!(
+                node.vote_counts(epoch, at(seen + 10), restart(q), &none()),
+                Ok(()),
+                "{run_id}"
+            );
+        }
     }
 
     #[test]

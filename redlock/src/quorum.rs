@@ -120,6 +120,28 @@ where
     F: Fn(Arc<Node>) -> Fut,
     Fut: Future<Output = Answer<T>> + Send + 'static,
 {
+    fan_out_then(nodes, required, until, deadline, tasks, op, |_| async {}).await
+}
+
+/// Like [`fan_out`]; when calls were still in flight at the decision, `late` gets their
+/// answers once each has one (by node index; [`NodeError::Timeout`] for a call that
+/// reached the deadline), in the background task that drove them, which waits for it.
+pub(crate) async fn fan_out_then<T, F, Fut, L, LFut>(
+    nodes: &[Arc<Node>],
+    required: usize,
+    until: Until,
+    deadline: Duration,
+    tasks: &TaskTracker,
+    op: F,
+    late: L,
+) -> Tally<T>
+where
+    T: Send + 'static,
+    F: Fn(Arc<Node>) -> Fut,
+    Fut: Future<Output = Answer<T>> + Send + 'static,
+    L: FnOnce(Vec<(usize, Answer<T>)>) -> LFut + Send + 'static,
+    LFut: Future<Output = ()> + Send + 'static,
+{
     let started = tokio::time::Instant::now();
     let mut pending: Vec<Option<Call<Fut>>> = nodes
         .iter()
@@ -180,33 +202,44 @@ where
     if in_flight > 0 {
         // Keep polling the rest so every command is sent and its reply consumed, up to
         // the same deadline.
-        let mut left: Vec<(Arc<Node>, Option<Call<Fut>>)> = nodes
+        let mut left: Vec<(usize, Arc<Node>, Option<Call<Fut>>)> = nodes
             .iter()
             .zip(pending)
-            .filter(|(_, call)| call.is_some())
-            .map(|(node, call)| (Arc::clone(node), call))
+            .enumerate()
+            .filter(|(_, (_, call))| call.is_some())
+            .map(|(i, (node, call))| (i, Arc::clone(node), call))
             .collect();
         tasks.spawn(async move {
+            let mut answers = Vec::with_capacity(left.len());
             let rest = std::future::poll_fn(|cx| {
-                for (_, slot) in &mut left {
-                    let _ = poll_slot(slot, cx);
+                for (i, _, slot) in &mut left {
+                    if let Some(answer) = poll_slot(slot, cx) {
+                        answers.push((*i, answer));
+                    }
                 }
-                if left.iter().any(|(_, slot)| slot.is_some()) {
+                if left.iter().any(|(_, _, slot)| slot.is_some()) {
                     Poll::Pending
                 } else {
                     Poll::Ready(())
                 }
             });
-            let Some(end) = end else {
-                return rest.await;
+            let timed_out = match end {
+                Some(end) => tokio::time::timeout_at(end, rest).await.is_err(),
+                None => {
+                    rest.await;
+                    false
+                }
             };
-            if tokio::time::timeout_at(end, rest).await.is_err() {
-                for (node, call) in &left {
+            if timed_out {
+                for (i, node, call) in &left {
                     if call.is_some() {
-                        crate::metrics::node_error(node.addr(), &NodeError::Timeout(deadline));
+                        let e = NodeError::Timeout(deadline);
+                        crate::metrics::node_error(node.addr(), &e);
+                        answers.push((*i, (Err(e), started.elapsed())));
                     }
                 }
             }
+            late(answers).await;
         });
     }
     tally

@@ -33,6 +33,7 @@ mod notify_deadlines;
 mod order;
 mod probe;
 mod quarantine;
+mod reserved_room;
 mod retry;
 mod safety;
 mod same_server;

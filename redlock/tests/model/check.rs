@@ -22,8 +22,8 @@ pub(crate) struct Outcome {
     pub(crate) found: BTreeMap<&'static str, String>,
     expectations: BTreeMap<&'static str, Expectation>,
     exhaustive: bool,
-    /// Played from a given list of actions, not searched.
-    replayed: bool,
+    /// Played from a given list of actions, not searched: the rendered trace.
+    replayed: Option<String>,
 }
 
 impl Outcome {
@@ -48,6 +48,26 @@ impl Outcome {
             );
         };
         println!("{}: counterexample to \"{property}\":\n{trace}", self.name);
+    }
+
+    /// Asserts that a replayed trace ends where the `sometimes` property does not hold,
+    /// and prints the trace.
+    pub(crate) fn misses(&self, property: &str) {
+        let Some(trace) = &self.replayed else {
+            panic!(
+                "{}: only a replayed trace can miss \"{property}\"",
+                self.name
+            );
+        };
+        assert!(
+            !self.found.contains_key(property),
+            "{}: \"{property}\" holds at the end of the trace",
+            self.name
+        );
+        println!(
+            "{}: \"{property}\" does not hold at the end of:\n{trace}",
+            self.name
+        );
     }
 
     /// Asserts that a `sometimes` property was reached (the model is not vacuous).
@@ -98,6 +118,13 @@ pub(crate) fn find_deep(name: &'static str, cfg: Config, property: &'static str)
     outcome
 }
 
+/// Whether the model allows `actions`, one after another, from the initial state.
+pub(crate) fn allows(cfg: Config, actions: &[Action]) -> bool {
+    let model = LockModel { cfg };
+    let init = model.init_states().remove(0);
+    Path::from_actions(&model, init, actions).is_some()
+}
+
 /// Plays `actions` from the initial state, checking that the model allows each one, and
 /// reports the properties the last state violates (or reaches) with the path as their
 /// trace: for a trace found by hand where a search is too large for the suite.
@@ -133,7 +160,7 @@ pub(crate) fn replay(name: &'static str, cfg: Config, actions: &[Action]) -> Out
             .map(|p| (p.name, p.expectation.clone()))
             .collect(),
         exhaustive: false,
-        replayed: true,
+        replayed: Some(rendered),
     };
     outcome.print();
     outcome
@@ -186,7 +213,7 @@ fn summarize(model: &LockModel, checker: impl Checker<LockModel>) -> Outcome {
             .collect(),
         expectations: BTreeMap::new(),
         exhaustive: false,
-        replayed: false,
+        replayed: None,
     }
 }
 
@@ -197,7 +224,7 @@ impl Outcome {
             self.name,
             if self.exhaustive {
                 "all"
-            } else if self.replayed {
+            } else if self.replayed.is_some() {
                 "replayed, every step allowed by the model:"
             } else {
                 "searched until found:"
@@ -210,11 +237,13 @@ impl Outcome {
         for (property, expectation) in &self.expectations {
             let verdict = match (expectation, self.found.contains_key(property)) {
                 (Expectation::Sometimes, true) => "reached",
-                (Expectation::Sometimes, false) if self.replayed => "not reached at the end",
+                (Expectation::Sometimes, false) if self.replayed.is_some() => {
+                    "not reached at the end"
+                }
                 (Expectation::Sometimes, false) => "NEVER REACHED",
                 (_, true) => "COUNTEREXAMPLE",
                 (_, false) if self.exhaustive => "holds",
-                (_, false) if self.replayed => "holds at the end",
+                (_, false) if self.replayed.is_some() => "holds at the end",
                 (_, false) => "not searched to the end",
             };
             println!("  {property}: {verdict}");

@@ -2,6 +2,7 @@
 //! decision), `lease.rs` (extend, release) and the chaos run's critical section do it.
 
 use super::config::{Config, ExtendRule, Fence, Mode};
+use super::quarantine;
 use super::state::{Phase, Reply, Request, Round, RoundKind, State, Step, Vote};
 
 impl Round {
@@ -132,14 +133,15 @@ pub(crate) fn awaits(phase: &Phase, node: usize, request: &Request) -> bool {
 
 /// A reply reaches the client. Answers to anything but the round in progress are
 /// consumed and ignored, as the background task of `fan_out` does. A yes from a node in
-/// its restart quarantine (`quarantined`) counts as [`Vote::Void`], as `Node::vote` does.
+/// the client's restart quarantine or in its clock-jump guard (`void`) counts as
+/// [`Vote::Void`], as `Node::vote` does.
 pub(crate) fn receive(
     cfg: &Config,
     state: &mut State,
     client: usize,
     node: usize,
     reply: Reply,
-    quarantined: bool,
+    void: bool,
 ) {
     let attempt = current_attempt(&state.clients[client].phase);
     let Some(round) = round_mut(&mut state.clients[client].phase) else {
@@ -166,7 +168,7 @@ pub(crate) fn receive(
         return;
     }
     round.votes[node] = match vote {
-        Vote::Yes(_) if quarantined => Vote::Void,
+        Vote::Yes(_) if void => Vote::Void,
         vote => vote,
     };
     if round.decision(cfg, state.now).is_some() {
@@ -322,6 +324,7 @@ pub(crate) fn extend(cfg: &Config, state: &mut State, client: usize, ttl: u8) {
     }
     *extending = Some(Round::new(RoundKind::Extend { nth }, now, ttl, cfg.nodes));
     let attempt = *attempt;
+    quarantine::using(cfg, state, ttl);
     send_all(state, client, |_| {
         Some(Request::Extend { attempt, nth, ttl })
     });

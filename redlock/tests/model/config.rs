@@ -50,6 +50,102 @@ pub(crate) enum ExtendRule {
     ShrinkBeforeRound,
 }
 
+/// What a restarted node's `INFO server` says about its start (issue 48). Redis and Valkey
+/// count `uptime_in_seconds` on the wall clock, so a wall-clock step after the restart
+/// moves it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Uptime {
+    /// The time since the restart.
+    True,
+    /// As if the server had started a TTL earlier: its wall clock stepped forward by a TTL
+    /// after the restart (NTP correcting a clock that booted behind). A larger step moves
+    /// the estimate further back: a quarantine over sooner where it is believed, and one
+    /// `Estimate::Checked` refuses more readily. A step of up to two ticks stays within the
+    /// margin the length leaves over a lease (TTL + drift against TTL − drift), which only
+    /// the model's coarse drift makes that wide: the step of a TTL stands for every step
+    /// longer than twice the library's drift allowance.
+    Early,
+    /// Negative (the wall clock stepped back by more than the time since the restart),
+    /// missing or unparsable.
+    Unusable,
+}
+
+/// How a client turns a restarted node's `INFO server` into the node's latest possible
+/// start, from which its restart quarantine counts. `T` is the new connection's reply
+/// (here: the restart itself, the earliest a client can reconnect), `E = T − uptime`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Estimate {
+    /// Before issue 48: `E` as given; an unusable uptime leaves the start unknown, and the
+    /// node votes at once.
+    AsGiven,
+    /// The fix: an unusable uptime counts as a start at `T` (fail closed). For a restart
+    /// the client saw (it knew the old `run_id`), `E` counts only if it is no earlier than
+    /// `A`, the latest send time of a request the old server answered; an earlier `E` is
+    /// provably wrong and `T` counts. A client that never knew the old server has only `E`.
+    /// The review's proposal; the model refutes it: a client idle since the old server last
+    /// answered believes a step shorter than its idleness
+    /// (`n3_quarantine_checked_believes_a_step_shorter_than_the_time_since_the_last_answer`).
+    Checked,
+    /// The fix the library took: an unusable uptime, and any restart the client saw (it
+    /// knew the old `run_id`), count as a start at `T`; a client that never knew the old
+    /// server has only `E`.
+    Seen,
+}
+
+/// How long the restart quarantine lasts after a node's estimated start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Length {
+    /// A fixed number of ticks (`RestartQuarantine::For`, or `Auto` while every TTL in use
+    /// is the builder's).
+    Ticks(u8),
+    /// `Auto` before issue 48: the longest TTL + drift used so far, read at each vote, for
+    /// every node (one longer TTL lengthens every quarantine for good).
+    LongestSoFar,
+    /// `Auto`, the fix: the longest TTL + drift in use at or before the node's estimated
+    /// start. The builder's TTL counts from forever, a longer one from when it is first used
+    /// (noted before anything is sent with it).
+    LongestAtStart,
+}
+
+/// The restart quarantine (`fenced_redlock::RestartQuarantine`): for `length` after a
+/// node's latest possible start, as each client estimates it, that client counts the
+/// node's yes as no, and cleans its key up as a failed attempt's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct Quarantine {
+    pub(crate) length: Length,
+    pub(crate) estimate: Estimate,
+}
+
+impl Quarantine {
+    /// `Auto` as the library had it before issue 48.
+    pub(crate) const BEFORE_48: Quarantine = Quarantine {
+        length: Length::LongestSoFar,
+        estimate: Estimate::AsGiven,
+    };
+    /// `Auto` with issue 48's fix.
+    pub(crate) const FIX_48: Quarantine = Quarantine {
+        length: Length::LongestAtStart,
+        estimate: Estimate::Seen,
+    };
+    /// `Auto` with the review's proposed estimate (`Estimate::Checked`), refuted.
+    pub(crate) const CHECKED_48: Quarantine = Quarantine {
+        length: Length::LongestAtStart,
+        estimate: Estimate::Checked,
+    };
+}
+
+/// When a client first connects to the nodes, which decides whether it knew a node's
+/// server before that server restarted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Connect {
+    /// At its first attempt (connections are made by the first call): a restart before it
+    /// is one the client never saw.
+    FirstCall,
+    /// Before the first attempt (a long-running client): each connection's `INFO` was
+    /// answered at t=0, and every restart is one the client sees.
+    Early,
+}
+
 /// The faults one check lets loose. Each is a nondeterministic action of the model, so
 /// the checker tries it at every point of every interleaving, up to its budget.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,6 +165,9 @@ pub(crate) struct Faults {
     pub(crate) amnesia: Amnesia,
     /// How many times a node's clock may jump forward by a whole TTL.
     pub(crate) clock_jumps: u8,
+    /// What a restarted node's uptime may say (each restart picks one, the same for every
+    /// client: the wall-clock step comes before any client reconnects).
+    pub(crate) uptimes: &'static [Uptime],
 }
 
 impl Faults {
@@ -82,6 +181,7 @@ impl Faults {
         restarts_empty: 0,
         amnesia: Amnesia::Any,
         clock_jumps: 0,
+        uptimes: &[Uptime::True],
     };
 }
 
@@ -120,10 +220,11 @@ pub(crate) struct Config {
     pub(crate) faults: Faults,
     /// How a token is made.
     pub(crate) fence: Fence,
-    /// The restart quarantine (`fenced_redlock::RestartQuarantine`): for this many ticks
-    /// after a restart (with or without its data: the client cannot tell) a node's yes
-    /// counts as no, and its key is cleaned up as a failed attempt's. `None`: off.
-    pub(crate) quarantine: Option<u8>,
+    /// The restart quarantine, after a restart with or without data (the client cannot
+    /// tell). `None`: off.
+    pub(crate) quarantine: Option<Quarantine>,
+    /// When the clients connect.
+    pub(crate) connect: Connect,
     /// The clock-jump guard (`Builder::clock_jump_guard`): for this many ticks after its
     /// clock jumps, a node's yes counts as no. The model starts the window at the jump
     /// itself; the library starts it when a client first sees the jump (the `TIME` behind
@@ -136,7 +237,7 @@ pub(crate) struct Config {
 impl Config {
     /// `nodes` primaries, two clients with one attempt each, TTL 3, drift 1, deadline 1,
     /// one tick of work, no extends, eight ticks of time, claim-first, no faults,
-    /// two-round tokens, no restart quarantine.
+    /// two-round tokens, no restart quarantine, clients connecting at their first attempt.
     pub(crate) fn new(nodes: usize) -> Config {
         Config {
             nodes,
@@ -155,6 +256,7 @@ impl Config {
             faults: Faults::NONE,
             fence: Fence::TwoRounds,
             quarantine: None,
+            connect: Connect::FirstCall,
             jump_guard: None,
         }
     }
@@ -165,9 +267,23 @@ impl Config {
         self
     }
 
-    /// The same model with a restart quarantine of `ticks`.
-    pub(crate) fn quarantine(mut self, ticks: u8) -> Config {
-        self.quarantine = Some(ticks);
+    /// The same model with a restart quarantine of `ticks` from a start taken as given.
+    pub(crate) fn quarantine(self, ticks: u8) -> Config {
+        self.restart_quarantine(Quarantine {
+            length: Length::Ticks(ticks),
+            estimate: Estimate::AsGiven,
+        })
+    }
+
+    /// The same model with this restart quarantine.
+    pub(crate) fn restart_quarantine(mut self, quarantine: Quarantine) -> Config {
+        self.quarantine = Some(quarantine);
+        self
+    }
+
+    /// The same model with the clients connecting at another time.
+    pub(crate) fn connect(mut self, connect: Connect) -> Config {
+        self.connect = connect;
         self
     }
 

@@ -5,10 +5,9 @@ use super::config::{Config, Fence};
 use super::state::{Key, Node, Owner, Reply, Request};
 
 impl Node {
-    /// Whether the node is in its restart quarantine at real time `now`: the client learnt
-    /// its start when it reconnected (the restart reset every connection), and counts its
-    /// yes as no until then.
-    pub(crate) fn quarantined(&self, now: u8) -> bool {
+    /// Whether the node is in its clock-jump guard at real time `now`: every client counts
+    /// its yes as no until then.
+    pub(crate) fn jump_guarded(&self, now: u8) -> bool {
         now < self.votes_from
     }
 

@@ -3,9 +3,9 @@
 
 use stateright::{Model, Property};
 
-use super::client;
-use super::config::{Amnesia, Config};
+use super::config::{Amnesia, Config, Uptime};
 use super::state::{Client, Ghost, Link, Node, Phase, Resource, Spent, State, Step};
+use super::{client, quarantine};
 
 /// One thing that can happen next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -56,10 +56,11 @@ pub(crate) enum Action {
         client: usize,
     },
     /// A node crashes and restarts at once, with its data or empty; its connections drop
-    /// everything in flight.
+    /// everything in flight. Its `INFO server` reports `uptime` to every client.
     Restart {
         node: usize,
         empty: bool,
+        uptime: Uptime,
     },
     /// A node's clock jumps forward by a whole TTL.
     Jump {
@@ -134,6 +135,7 @@ impl Model for LockModel {
                     phase: Phase::Idle,
                     attempts_used: 0,
                     paused: false,
+                    servers: quarantine::servers(cfg),
                 };
                 cfg.clients
             ],
@@ -141,6 +143,7 @@ impl Model for LockModel {
             resource: Resource::default(),
             spent: Spent::default(),
             ghost: Ghost::default(),
+            first_used: vec![None; cfg.extend_for.len()],
         }]
     }
 
@@ -235,11 +238,21 @@ impl Model for LockModel {
             }
         }
         for node in 0..cfg.nodes {
-            if s.spent.restarts_keep < f.restarts_keep {
-                actions.push(Action::Restart { node, empty: false });
-            }
-            if self.may_forget(s) {
-                actions.push(Action::Restart { node, empty: true });
+            for &uptime in f.uptimes {
+                if s.spent.restarts_keep < f.restarts_keep {
+                    actions.push(Action::Restart {
+                        node,
+                        empty: false,
+                        uptime,
+                    });
+                }
+                if self.may_forget(s) {
+                    actions.push(Action::Restart {
+                        node,
+                        empty: true,
+                        uptime,
+                    });
+                }
             }
             if s.spent.clock_jumps < f.clock_jumps {
                 actions.push(Action::Jump { node });
@@ -258,12 +271,18 @@ impl Model for LockModel {
                 // equal states.
                 for n in &mut s.nodes {
                     n.expire(now);
-                    if !n.quarantined(now) {
+                    if !n.jump_guarded(now) {
                         n.votes_from = 0;
                     }
                 }
+                quarantine::expire(cfg, &mut s);
             }
-            Action::Start { client } => client::start(cfg, &mut s, client),
+            Action::Start { client } => {
+                if s.clients[client].attempts_used == 0 {
+                    quarantine::connect(cfg, &mut s, client);
+                }
+                client::start(cfg, &mut s, client);
+            }
             Action::ToNode {
                 client,
                 node,
@@ -273,10 +292,12 @@ impl Model for LockModel {
                 let request = s.links[client][node].to_node.remove(index);
                 let now = s.now;
                 let id = u8::try_from(client).ok()?;
-                let quarantined = s.nodes[node].quarantined(now);
+                let void = quarantine::void(cfg, &s, client, node);
+                let sent = client::round(&s.clients[client].phase).map(|r| r.started);
                 let reply = s.nodes[node].run(cfg, id, request, now);
-                if let (true, Some(reply)) = (answered, reply) {
-                    client::receive(cfg, &mut s, client, node, reply, quarantined);
+                if let (true, Some(reply), Some(sent)) = (answered, reply, sent) {
+                    quarantine::answered(cfg, &mut s, client, node, sent);
+                    client::receive(cfg, &mut s, client, node, reply, void);
                 }
             }
             Action::Deadline { client } => client::decide(cfg, &mut s, client),
@@ -295,12 +316,13 @@ impl Model for LockModel {
                 s.spent.pauses += 1;
             }
             Action::Resume { client } => s.clients[client].paused = false,
-            Action::Restart { node, empty } => {
+            Action::Restart {
+                node,
+                empty,
+                uptime,
+            } => {
                 for links in &mut s.links {
                     links[node] = Link::default();
-                }
-                if let Some(ticks) = cfg.quarantine {
-                    s.nodes[node].votes_from = s.now.saturating_add(ticks);
                 }
                 if empty {
                     s.nodes[node].key = None;
@@ -309,6 +331,7 @@ impl Model for LockModel {
                 } else {
                     s.spent.restarts_keep += 1;
                 }
+                quarantine::restarted(cfg, &mut s, node, uptime);
             }
             Action::Jump { node } => {
                 let now = s.now;

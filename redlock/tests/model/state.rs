@@ -25,9 +25,9 @@ pub(crate) struct Node {
     pub(crate) fence: u8,
     /// How far this node's clock has jumped ahead of real time.
     pub(crate) ahead: u8,
-    /// Real time from which its votes count again after a restart (restart quarantine) or a
-    /// clock jump (clock-jump guard);
-    /// 0 once that time has come, so that equal situations are equal states.
+    /// Real time from which its votes count again after a clock jump (clock-jump guard); 0
+    /// once that time has come, so that equal situations are equal states. (The restart
+    /// quarantine is each client's own: [`Server`].)
     pub(crate) votes_from: u8,
 }
 
@@ -145,11 +145,42 @@ pub(crate) enum Phase {
     },
 }
 
+/// A client's restart quarantine of one node: the node's latest possible start as the
+/// client estimated it (before t=0 when an uptime says so), and the length it lasts from
+/// there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct Quarantined {
+    pub(crate) since: i8,
+    /// `Length::LongestSoFar` reads the length again at each vote; this is then the
+    /// builder's TTL + drift, the least it can be.
+    pub(crate) length: u8,
+}
+
+/// What a client knows of one node's server (the library's `quarantine::Incarnation`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
+pub(crate) struct Server {
+    /// `A`: the latest send time of a request of this client that the node's current server
+    /// answered in time to count (the `INFO` of the client's connection included), kept
+    /// while a restart may still come and `Estimate::Checked` will read it. `None`: the
+    /// client has not connected yet, or nothing reads it. [`Server::LATE`]: later than any
+    /// early start the time bound allows.
+    pub(crate) heard: Option<u8>,
+    /// The restart quarantine in force; `None` when there is none or it is over for good.
+    pub(crate) quarantine: Option<Quarantined>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct Client {
     pub(crate) phase: Phase,
     pub(crate) attempts_used: u8,
     pub(crate) paused: bool,
+    /// `servers[node]`.
+    pub(crate) servers: Vec<Server>,
+}
+
+impl Server {
+    /// An `A` no early start can reach before time runs out.
+    pub(crate) const LATE: u8 = u8::MAX;
 }
 
 /// The counter row in PostgreSQL (outside the fault domain, as in the rig).
@@ -201,6 +232,11 @@ pub(crate) struct State {
     pub(crate) resource: Resource,
     pub(crate) spent: Spent,
     pub(crate) ghost: Ghost,
+    /// When each of `Config::extend_for`'s TTLs was first used, kept only for an `Auto`
+    /// restart quarantine, whose length reads it. The clients share it, as clients made from
+    /// one `Redlock` share the length (clients in other processes do not: the library's
+    /// docs say to set the length by hand for them).
+    pub(crate) first_used: Vec<Option<u8>>,
 }
 
 impl State {

@@ -9,6 +9,7 @@ use super::state::{Phase, State, Vote};
 fn column(s: &State, n: usize) -> impl Ord + use<> {
     let node = s.nodes[n];
     let links: Vec<_> = s.links.iter().map(|l| l[n].to_node.clone()).collect();
+    let servers: Vec<_> = s.clients.iter().map(|c| c.servers[n]).collect();
     let votes: Vec<(Vote, Vote)> = s
         .clients
         .iter()
@@ -21,7 +22,7 @@ fn column(s: &State, n: usize) -> impl Ord + use<> {
             (first, round)
         })
         .collect();
-    (node, links, votes)
+    (node, links, servers, votes)
 }
 
 /// The state with its nodes in a canonical order.
@@ -35,6 +36,7 @@ pub(crate) fn representative(s: &State) -> State {
         *links = order.iter().map(|n| links[*n].clone()).collect();
     }
     for c in &mut r.clients {
+        c.servers = order.iter().map(|n| c.servers[*n]).collect();
         if let Phase::Fencing { first, .. } = &mut c.phase {
             permute(first);
         }

@@ -4,10 +4,10 @@ use std::fmt::Write;
 
 use stateright::{Model, Path};
 
-use super::client;
-use super::config::{Config, Fence, Mode};
+use super::config::{Config, Estimate, Fence, Mode, Uptime};
 use super::spec::{Action, LockModel};
-use super::state::{Phase, Reply, Request, State, Step, Vote};
+use super::state::{Phase, Reply, Request, Server, State, Step, Vote};
+use super::{client, quarantine};
 
 fn who(client: usize) -> char {
     char::from(b'A' + u8::try_from(client).unwrap_or(25).min(25))
@@ -160,7 +160,7 @@ fn event(model: &LockModel, before: &State, action: Action, after: &State) -> St
         let mut round = round.clone();
         if let Some((node, Reply::Extend { ok, .. })) = vote {
             round.votes[node] = match ok {
-                true if before.nodes[node].quarantined(now) => Vote::Void,
+                true if quarantine::void(&model.cfg, before, client, node) => Vote::Void,
                 true => Vote::Yes(0),
                 false => Vote::No,
             };
@@ -207,7 +207,7 @@ fn event(model: &LockModel, before: &State, action: Action, after: &State) -> St
                 Some(a) => reply(&model.cfg, &a),
                 None => format!("key now held by {}", holder(after, node)),
             };
-            let quarantined = if before.nodes[node].quarantined(before.now) {
+            let quarantined = if quarantine::void(&model.cfg, before, client, node) {
                 " [in quarantine (restart or clock jump): a yes counts as no]"
             } else {
                 ""
@@ -286,21 +286,29 @@ fn event(model: &LockModel, before: &State, action: Action, after: &State) -> St
         ),
         Action::Pause { client } => format!("client {} is PAUSED (GC, SIGSTOP)", who(client)),
         Action::Resume { client } => format!("client {} resumes", who(client)),
-        Action::Restart { node, empty } => format!(
-            "node {} crashes and restarts {}; its connections drop what was in flight{}",
+        Action::Restart {
+            node,
+            empty,
+            uptime,
+        } => format!(
+            "node {} crashes and restarts {}; its connections drop what was in flight{}{}",
             node + 1,
             if empty {
                 "EMPTY (lock key and fence counter forgotten)"
             } else {
                 "with its data (AOF)"
             },
-            match model.cfg.quarantine {
-                Some(_) => format!(
-                    "; in restart quarantine until t={}",
-                    after.nodes[node].votes_from
+            match uptime {
+                Uptime::True => String::new(),
+                Uptime::Early => format!(
+                    "; a wall-clock step forward makes its uptime say it started at t={}",
+                    i16::from(now) - i16::from(model.cfg.ttl)
                 ),
-                None => String::new(),
-            }
+                Uptime::Unusable => {
+                    "; a wall-clock step back makes its uptime negative (unusable)".into()
+                }
+            },
+            restart_quarantine(model, before, after, node, uptime)
         ),
         Action::Jump { node } => format!(
             "node {}'s clock JUMPS forward by the TTL ({} ticks): its keys expire early{}",
@@ -315,6 +323,62 @@ fn event(model: &LockModel, before: &State, action: Action, after: &State) -> St
             }
         ),
     }
+}
+
+/// What each client made of a restart: the start it took and where its quarantine of the
+/// node ends.
+fn restart_quarantine(
+    model: &LockModel,
+    before: &State,
+    after: &State,
+    node: usize,
+    uptime: Uptime,
+) -> String {
+    if model.cfg.quarantine.is_none() {
+        return String::new();
+    }
+    let now = i16::from(before.now);
+    let taken: Vec<String> = (0..after.clients.len())
+        .map(|c| {
+            let Some(q) = after.clients[c].servers[node].quarantine else {
+                return "start unknown: no quarantine".into();
+            };
+            let until = quarantine::end(&model.cfg, after, c, node).unwrap_or(now);
+            let estimate = model.cfg.quarantine.map(|q| q.estimate);
+            let checked = estimate == Some(Estimate::Checked);
+            let heard = before.clients[c].servers[node].heard;
+            let why = match (uptime, checked, i16::from(q.since) < now, heard) {
+                (Uptime::Early, false, _, Some(_)) if estimate == Some(Estimate::Seen) => {
+                    "a restart it saw counts from now: ".into()
+                }
+                (Uptime::Early, false, ..) => "taken as given: ".into(),
+                (Uptime::Early, true, true, Some(a)) => {
+                    format!("believed (its last answer from the old server was sent at t={a}): ")
+                }
+                (Uptime::Early, true, true, None) => {
+                    "believed (it never knew the old server): ".into()
+                }
+                (Uptime::Early, true, false, Some(Server::LATE)) => {
+                    "refused (earlier than its last answer from the old server): ".into()
+                }
+                (Uptime::Early, true, false, Some(a)) => format!(
+                    "refused (earlier than its last answer from the old server, sent at t={a}): "
+                ),
+                (Uptime::Unusable, ..) => "fails closed: ".into(),
+                _ => String::new(),
+            };
+            format!("{why}start t={}, quarantine until t={until}", q.since)
+        })
+        .collect();
+    if taken.windows(2).all(|w| w[0] == w[1]) {
+        return format!("; restart quarantine: {}", taken[0]);
+    }
+    let each: Vec<String> = taken
+        .iter()
+        .enumerate()
+        .map(|(c, t)| format!("client {} {t}", who(c)))
+        .collect();
+    format!("; {}", each.join("; "))
 }
 
 /// The path as a numbered list, one event per line with the real time it happened at.
