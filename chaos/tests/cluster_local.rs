@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::{T, get, ping, process_alive, set_ex};
 use redlock_chaos::cluster::{
-    Cluster, ClusterError, ClusterSpec, DataOnRestart, Flavour, LocalCluster, NodeId,
+    Cluster, ClusterError, ClusterSpec, DataOnRestart, Flavour, LocalCluster, NodeId, Verb,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -108,6 +108,10 @@ async fn redis_has_no_clock_faults() {
         ),
         "{err}"
     );
+    // Said before a scenario plays, so that it is not applicable rather than broken.
+    let why = c.check(Verb::Clock, NodeId(0)).unwrap_err();
+    assert!(why.contains("--flavour valkey"), "{why}");
+    assert!(c.check(Verb::Kill, NodeId(0)).is_ok());
     c.down().await.expect("down");
 }
 

@@ -89,8 +89,14 @@ fn schedules_are_deterministic_per_seed_and_differ_across_seeds() {
             assert!(w[0].end <= w[1].start, "{}: overlapping windows", s.name);
         }
     }
-    assert_eq!(SCENARIOS.len(), 24);
-    for name in ["client-pause", "amnesia-split", "task-pause", "retire-late"] {
+    assert_eq!(SCENARIOS.len(), 25);
+    for name in [
+        "client-pause",
+        "amnesia-split",
+        "task-pause",
+        "retire-late",
+        "amnesia-split-stepped",
+    ] {
         let s = find(name).expect(name);
         assert!(s.schedule(d, 5, 4, 42).faults.is_empty(), "{name}");
     }

@@ -1,5 +1,5 @@
-//! `chaos run` on the local backend: every scenario (`amnesia-split` in the guarded run),
-//! each verdict must be a pass;
+//! `chaos run` on the local backend: every scenario (`amnesia-split` and
+//! `amnesia-split-stepped` in the guarded runs), each verdict must be a pass;
 //! report.json has the documented shape; nothing is left running. One short scenario (the
 //! quick tier's run on this backend). Then cancellation by dropping the run future
 //! mid-scenario.
@@ -32,15 +32,21 @@ fn config(scenarios: &str, secs: u64, seed: u64, run_id: &str) -> RunConfig {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_scenario_meets_its_expectation_locally() {
     let run_id = format!("e2e-local-{}", std::process::id());
-    // Every scenario but `amnesia-split`, 12 s each (the suites' 20 s would cost this
+    // Every scenario but the amnesia splits, 12 s each (the suites' 20 s would cost this
     // serial test 160 s more of the full tier's 35-minute budget, issue 25): every recipe
     // is a fraction of the run, so 12 s still lays several fault windows per scenario (the
     // shortest, amnesia's 2-5 %, 240-600 ms, still outlasts the 200 ms TTL), and the
     // lock-mutant runner's baselines pass all these at 8 s. `amnesia-split` needs 20 s
     // (its victims hold 3 s leases and its trigger is a victim's grant: at 6 s `none`
     // sometimes saw no split, a blind run); it plays at 20 s, canary judged, in
-    // `guarded_lock_keeps_holders_apart_in_amnesia_and_majority_jumps` below.
-    let cfg = config(&every_scenario_but_amnesia_split(), 12, 20_251_130, &run_id);
+    // `guarded_lock_keeps_holders_apart_in_amnesia_and_majority_jumps` below, and
+    // `amnesia-split-stepped` in `guarded_lock_keeps_holders_apart_across_stepped_restarts`.
+    let cfg = config(
+        &every_scenario_but_amnesia_splits(),
+        12,
+        20_251_130,
+        &run_id,
+    );
     let report = run::run(cfg, &Silent).await;
     print!("{}", run::table::render(&report));
     let dir = std::env::temp_dir().join(format!("chaos-report-{run_id}"));
@@ -64,7 +70,7 @@ async fn every_scenario_meets_its_expectation_locally() {
     assert_eq!(junit.matches("<failure").count(), 0, "{junit}");
     assert_eq!(
         report.scenarios.len(),
-        redlock_chaos::scenario::SCENARIOS.len() - 1
+        redlock_chaos::scenario::SCENARIOS.len() - 2
     );
     assert_report_shape(&json, report.scenarios.len());
     assert_all_pass(&report);
@@ -76,17 +82,18 @@ async fn every_scenario_meets_its_expectation_locally() {
     );
 }
 
-/// Every built-in scenario's name but `amnesia-split`'s, comma-separated.
-fn every_scenario_but_amnesia_split() -> String {
+/// Every built-in scenario's name but the amnesia splits' (`amnesia-split`,
+/// `amnesia-split-stepped`), comma-separated.
+fn every_scenario_but_amnesia_splits() -> String {
     let names: Vec<&str> = redlock_chaos::scenario::SCENARIOS
         .iter()
+        .filter(|s| !s.amnesia_split)
         .map(|s| s.name.as_str())
-        .filter(|n| *n != "amnesia-split")
         .collect();
     assert_eq!(
-        names.len() + 1,
+        names.len() + 2,
         redlock_chaos::scenario::SCENARIOS.len(),
-        "amnesia-split is a built-in"
+        "amnesia-split and amnesia-split-stepped are the built-in splits"
     );
     names.join(",")
 }
@@ -117,6 +124,56 @@ async fn guarded_lock_keeps_holders_apart_in_amnesia_and_majority_jumps() {
                 assert_eq!(m.exclusion_violations, 0, "{} {mode}", s.name);
                 assert_eq!(m.fence_regressions, 0, "{} {mode}", s.name);
             }
+        }
+    }
+    assert!(
+        eventually(Duration::from_secs(10), || processes_mentioning(&run_id)
+            .is_empty()),
+        "left running: {:?}",
+        processes_mentioning(&run_id)
+    );
+}
+
+/// `--lock ours-guarded` where a restarted node's clock steps before any client reaches it
+/// (issue 48): its `uptime_in_seconds` reads negative after a step back and overstated
+/// after a step forward, and the restart quarantine must not take either for an old
+/// server. The canary (the plain lock) must still show the split; the lock under test's
+/// modes must show no overlap and tokens that grow. Seed 28 steps every mode's victim back
+/// on its first restart. Before the quarantine took an unusable uptime for a start now
+/// (fenced-redlock at 2d6c238, 2026-12-07T20:13Z), this run failed: `checked`,
+/// `write_only` and `claim_first` overlapped 100, 163 and 36 times, each after a step back
+/// (docs/rig.md, "A restarted node whose clock steps").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn guarded_lock_keeps_holders_apart_across_stepped_restarts() {
+    let run_id = format!("e2e-stepped-{}", std::process::id());
+    let mut cfg = config("amnesia-split-stepped", 20, 28, &run_id);
+    cfg.lock = LockKind::OursGuarded;
+    let report = run::run(cfg, &Silent).await;
+    print!("{}", run::table::render(&report));
+    let s = &report.scenarios[0];
+    // The steps happened, and misled the uptime both ways.
+    let steps: Vec<&str> = s
+        .faults
+        .iter()
+        .filter(|f| f.kind == "amnesia")
+        .map(|f| f.detail.as_str())
+        .collect();
+    assert!(
+        steps.iter().any(|d| d.contains("stepped -")),
+        "no step back: {steps:?}"
+    );
+    assert!(
+        s.faults.iter().all(|f| f.targets == ["n2"]),
+        "{:?}",
+        s.faults
+    );
+    assert_all_pass(&report);
+    for (mode, m) in &s.modes {
+        if mode == "none" {
+            assert!(m.exclusion_violations > 0, "the canary saw nothing");
+        } else {
+            assert_eq!(m.exclusion_violations, 0, "{mode}");
+            assert_eq!(m.fence_regressions, 0, "{mode}");
         }
     }
     assert!(

@@ -27,8 +27,8 @@ use super::stack::{Control, STACK_VERSION, Stack, StackNode, ToxiproxySection};
 use super::state::{ClusterState, NodeState};
 use super::{
     BackendKind, Cluster, ClusterError, ClusterSpec, DataOnRestart, Flavour, NodeId, ProxyLayer,
-    ProxyPlan, binaries, check_node, faketime_offset, faketime_rate_line, no_clock_faults, ports,
-    process_age, proxy_name, redis_url, resp, server_args, worker_addr,
+    ProxyPlan, Verb, binaries, check_node, faketime_offset, faketime_rate_line, no_clock_faults,
+    ports, process_age, proxy_name, redis_url, resp, server_args, worker_addr,
 };
 
 const BACKEND: &str = "local";
@@ -475,6 +475,21 @@ impl Cluster for LocalCluster {
     fn admin_url(&self, node: NodeId) -> Result<String, ClusterError> {
         let i = check_node(node, self.nodes())?;
         Ok(redis_url(self.lock()[i].addr()))
+    }
+    fn check(&self, verb: Verb, node: NodeId) -> Result<(), String> {
+        if node.0 >= self.nodes() {
+            return Err(format!("{node} does not exist ({} nodes)", self.nodes()));
+        }
+        match verb {
+            Verb::Proxy if self.proxy.is_none() => {
+                Err("needs the proxy layer, and this cluster has none".into())
+            }
+            // Refused before the scenario, not failed in it.
+            Verb::Clock | Verb::ClockRate if self.faketime.is_none() => {
+                Err(no_clock_faults(self.flavour).to_string())
+            }
+            _ => Ok(()),
+        }
     }
     async fn kill(&self, node: NodeId) -> Result<(), ClusterError> {
         self.ensure_up()?;

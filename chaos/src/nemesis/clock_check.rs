@@ -64,6 +64,31 @@ pub async fn read(url: &str) -> Result<Reading, String> {
     })
 }
 
+/// The node's `uptime_in_seconds` (`INFO server`), signed: Redis and Valkey count it on
+/// the wall clock (`now − start`, both `time()`), so after a step back it reads negative.
+pub async fn uptime(url: &str) -> Result<i64, String> {
+    let client = redis::Client::open(url).map_err(|e| format!("{url}: {e}"))?;
+    let mut conn = timeout(READ_DEADLINE, client.get_multiplexed_async_connection())
+        .await
+        .map_err(|_| format!("{url}: no connection within {READ_DEADLINE:?}"))?
+        .map_err(|e| format!("{url}: {e}"))?;
+    let info: String = timeout(
+        READ_DEADLINE,
+        redis::cmd("INFO").arg("server").query_async(&mut conn),
+    )
+    .await
+    .map_err(|_| format!("{url}: no INFO reply within {READ_DEADLINE:?}"))?
+    .map_err(|e| format!("{url}: INFO server: {e}"))?;
+    parse_uptime(&info).ok_or_else(|| format!("{url}: INFO server has no uptime_in_seconds"))
+}
+
+/// `uptime_in_seconds` of an `INFO server` reply, negative ones included.
+fn parse_uptime(info: &str) -> Option<i64> {
+    info.lines()
+        .find_map(|l| l.strip_prefix("uptime_in_seconds:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
 /// Waits until the node's clock reads `want_s` seconds from ours (± [`OFFSET_TOLERANCE`] and
 /// half the round trip), trying three readings; else says what it read.
 pub async fn expect_offset(url: &str, want_s: f64) -> Result<Reading, String> {
@@ -116,4 +141,17 @@ pub async fn expect_rate(url: &str, first: Reading, rate_ppm: i64) -> Result<(),
         from = to;
     }
     Err(last)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_uptime_after_a_step_back_reads_negative() {
+        let info = "# Server\r\nrun_id:ab12\r\nuptime_in_seconds:-29\r\nuptime_in_days:-1\r\n";
+        assert_eq!(parse_uptime(info), Some(-29));
+        assert_eq!(parse_uptime("uptime_in_seconds:42\r\n"), Some(42));
+        assert_eq!(parse_uptime("# Server\r\n"), None);
+    }
 }

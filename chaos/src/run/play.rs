@@ -259,6 +259,8 @@ pub(crate) async fn play(
             clock,
             duration,
             worker_stop.clone(),
+            scenario.split_clock_step,
+            seed,
         ))
     });
     tokio::time::sleep_until(clock.instant_at(Duration::ZERO)).await;
@@ -722,6 +724,16 @@ pub(crate) fn not_applicable<C: Cluster>(
             Verb::RestartWipe,
             split::wiped_node(cluster.nodes()),
         ));
+    }
+    // The step, and the proxy that keeps clients off the node until it is made.
+    if scenario.split_clock_step.is_some() {
+        for verb in [Verb::Clock, Verb::Proxy] {
+            asks.push((
+                "clock step after amnesia".into(),
+                verb,
+                split::wiped_node(cluster.nodes()),
+            ));
+        }
     }
     let mut out: Vec<String> = asks
         .into_iter()

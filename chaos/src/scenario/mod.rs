@@ -33,6 +33,7 @@
 //! work = "run"                         # or "to-validity", or a duration: "100ms"
 //! pause_rate = 0.0
 //! amnesia_split = false
+//! # split_clock_step = { back_s = [30, 60], forward_s = [60, 120] }   # with amnesia_split only
 //! clients = "per-worker"               # or "shared": a mode's workers share one lock client
 //! proxied = "all"                      # or "first-worker": proxy faults hit worker 0 only
 //! ttl = "1s"                           # optional: this scenario's lease TTL instead of --ttl
@@ -75,7 +76,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 pub use expectation::{Anomaly, Expectation};
 pub use model::{
-    At, Clients, FaultSpec, Proxied, Recipe, Repeat, TargetRule, TimedFault, ValueRange,
+    At, Clients, ClockStep, FaultSpec, Proxied, Recipe, Repeat, TargetRule, TimedFault, ValueRange,
     WindowSpec, Work,
 };
 pub use recipes::{CLIENT_PAUSE_RATE, LONG_WORK};
@@ -124,6 +125,11 @@ pub struct Scenario {
     /// empty whenever such a worker is granted the lock (see [`crate::run::split`]).
     #[serde(default)]
     pub amnesia_split: bool,
+    /// With `amnesia_split`: the emptied node's wall clock steps back or forward right
+    /// after each restart, before any client reaches it, so its `uptime_in_seconds` reads
+    /// negative or overstated (libfaketime: Valkey only; see [`ClockStep`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub split_clock_step: Option<ClockStep>,
     /// A late fence retirement, driven by the workload: worker 0 of each mode (alone
     /// through the proxies: `proxied = "first-worker"`) ends its sections with
     /// `retire_fence`, whose requests the rig holds on the way to the nodes past the keys'
@@ -179,9 +185,10 @@ impl Scenario {
     }
 
     /// Whether every fault of the scenario is one the lock's guards claim to see — a node
-    /// back empty (the restart quarantine), a clock jump (the clock-jump guard) — with no
-    /// client paused: then a guarded lock (`ours-guarded`) must keep its holders apart
-    /// and its tokens growing, whatever the expectation says of a textbook Redlock.
+    /// back empty (the restart quarantine), a clock jump (the clock-jump guard), a node
+    /// back empty whose clock then steps (both) — with no client paused: then a guarded
+    /// lock (`ours-guarded`) must keep its holders apart and its tokens growing, whatever
+    /// the expectation says of a textbook Redlock.
     pub fn within_guards(&self) -> bool {
         if self.pause_rate > 0.0 {
             return false;
@@ -231,10 +238,12 @@ impl Scenario {
         recipe.chain(timeline)
     }
 
-    /// Whether its faults include clock jumps or skews (libfaketime: Valkey only).
+    /// Whether its faults include clock jumps, skews or steps (libfaketime: Valkey only).
     pub fn needs_clock_faults(&self) -> bool {
-        self.fault_kinds()
-            .any(|f| matches!(f, FaultSpec::ClockJump { .. } | FaultSpec::ClockSkew { .. }))
+        self.split_clock_step.is_some()
+            || self
+                .fault_kinds()
+                .any(|f| matches!(f, FaultSpec::ClockJump { .. } | FaultSpec::ClockSkew { .. }))
     }
 
     /// Whether it is one of the built-ins, unchanged.

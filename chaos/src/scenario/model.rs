@@ -228,6 +228,29 @@ impl Repeat {
     }
 }
 
+/// With `amnesia_split`: how the emptied node's wall clock steps right after each restart,
+/// before any client of the lock reaches it (libfaketime; Valkey only). Redis and Valkey
+/// count `uptime_in_seconds` on the wall clock, so a step back by more than the node has
+/// run makes the uptime read negative, and a step forward overstates it by the step: a
+/// client that estimates the node's start from it (the restart quarantine) is misled both
+/// ways. The run's first restart steps back (a client may meet the node for the first time
+/// after it, and no client can tell an overstated uptime of a node it never saw before);
+/// after it each mode's victims see the two directions in turn, a mode's first drawn from
+/// the seed; each step's size is drawn from its range. The offset carries over to the next
+/// restart (a new server starts where the old one's clock was), so the only clock change
+/// a client can see is the step itself. In files:
+/// `split_clock_step = { back_s = [30, 60], forward_s = [60, 120] }`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ClockStep {
+    /// Seconds back, `[30, 60]` or one value, at least 1: more than the restarted node has
+    /// run when it is first asked (its uptime must read negative; the rig checks it does).
+    pub back_s: ValueRange<u64>,
+    /// Seconds forward, `[60, 120]` or one value, at least 1: the uptime then overstates
+    /// the node's life by this much (the rig checks it does).
+    pub forward_s: ValueRange<u64>,
+}
+
 /// A moment of the run: an offset from its start (`"2s"`) or a share of its length
 /// (`"5%"`, so a built-in's timeline fits any `--duration`).
 #[derive(Debug, Clone, Copy, PartialEq)]

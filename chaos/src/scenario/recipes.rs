@@ -8,8 +8,8 @@
 use std::time::Duration;
 
 use super::model::{
-    At, Clients, FaultSpec, Fractions, Proxied, Recipe, Repeat, TargetRule, TimedFault, ValueRange,
-    WindowSpec, Work,
+    At, Clients, ClockStep, FaultSpec, Fractions, Proxied, Recipe, Repeat, TargetRule, TimedFault,
+    ValueRange, WindowSpec, Work,
 };
 use super::{Anomaly, Expectation, Scenario};
 use crate::nemesis::PartitionVia;
@@ -95,6 +95,7 @@ fn scenario(name: &str, about: &str, expectation: Expectation, recipe: Option<Re
         work: Work::Run,
         pause_rate: 0.0,
         amnesia_split: false,
+        split_clock_step: None,
         late_retire: false,
         clients: Clients::PerWorker,
         proxied: Proxied::All,
@@ -431,7 +432,36 @@ pub fn builtins() -> Vec<Scenario> {
                 None,
             )
         },
+        amnesia_split_stepped(),
     ]
+}
+
+/// The steps of `amnesia-split-stepped`: back by more than a restarted node has run when
+/// first asked (well under a second locally, 1-2 s in a container), so its uptime reads
+/// negative; forward by a minute or two, so its uptime says it started long before the
+/// leases it forgot.
+pub const SPLIT_CLOCK_STEP: ClockStep = ClockStep {
+    back_s: ValueRange::new(30, 60),
+    forward_s: ValueRange::new(60, 120),
+};
+
+/// `amnesia-split`, and right after each restart, before any client reaches it, the
+/// emptied node's wall clock steps ([`SPLIT_CLOCK_STEP`], [`crate::run::split`]): a lock
+/// that dates the node's start from its `uptime_in_seconds` takes a negative uptime for
+/// an unknown start, an overstated one for an old start, and counts the empty node's vote
+/// at once. The canary shows the split, as in `amnesia-split`; a guarded lock must keep
+/// its holders apart through it (`Scenario::within_guards`).
+fn amnesia_split_stepped() -> Scenario {
+    Scenario {
+        amnesia_split: true,
+        split_clock_step: Some(SPLIT_CLOCK_STEP),
+        ..scenario(
+            "amnesia-split-stepped",
+            "amnesia-split, and right after each restart, before any client reaches it, that node's wall clock steps 30-60 s back (its uptime reads negative) or 60-120 s forward (its uptime overstated): the first restart back, then each mode's victims seeing the two in turn (Valkey only)",
+            Expectation::MustShow(Anomaly::ExclusionViolation),
+            None,
+        )
+    }
 }
 
 /// The lease TTL of `slow-client-race`: its delays are timed against the per-node deadline,
@@ -503,7 +533,8 @@ mod tests {
                 "amnesia-restart",
                 "clock-jump",
                 "amnesia-split",
-                "clock-jump-majority"
+                "clock-jump-majority",
+                "amnesia-split-stepped"
             ]
         );
     }

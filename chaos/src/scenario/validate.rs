@@ -60,6 +60,22 @@ pub fn check(s: &Scenario) -> Result<(), SpecError> {
             "`amnesia_split` gives worker 0 its own view of the nodes already; use `proxied = \"all\"` with it",
         ));
     }
+    if let Some(step) = &s.split_clock_step {
+        if !s.amnesia_split {
+            return Err(SpecError::new(
+                "split_clock_step",
+                "steps the clock of the node `amnesia_split` restarts, and there is none without it; set `amnesia_split = true`, or use a `clock-jump` fault for a clock that jumps on its own",
+            ));
+        }
+        for (field, range) in [("back_s", step.back_s), ("forward_s", step.forward_s)] {
+            if range.lo == 0 {
+                return Err(SpecError::new(
+                    format!("split_clock_step.{field}"),
+                    "a step of 0 s leaves the uptime as it is; give at least 1 s, e.g. [30, 60] back (the uptime reads negative) or [60, 120] forward",
+                ));
+            }
+        }
+    }
     if s.late_retire {
         check_late_retire(s)?;
     }
@@ -302,5 +318,30 @@ fn fits_targets(rule: &TargetRule, shape: &Shape) -> Result<(), String> {
             None => Ok(()),
         },
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::find;
+    use crate::scenario::model::{ClockStep, ValueRange};
+
+    #[test]
+    fn a_clock_step_needs_a_split_and_a_step_of_a_second_or_more() {
+        let stepped = find("amnesia-split-stepped").expect("built-in");
+        assert_eq!(check(stepped), Ok(()));
+        let mut lone = stepped.clone();
+        lone.amnesia_split = false;
+        let e = check(&lone).expect_err("no split");
+        assert_eq!(e.field, "split_clock_step");
+        assert!(e.message.contains("amnesia_split = true"), "{e}");
+        let mut still = stepped.clone();
+        still.split_clock_step = Some(ClockStep {
+            back_s: ValueRange::new(0, 30),
+            forward_s: ValueRange::new(60, 120),
+        });
+        let e = check(&still).expect_err("a step of 0 s");
+        assert_eq!(e.field, "split_clock_step.back_s");
     }
 }
