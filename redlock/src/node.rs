@@ -831,16 +831,7 @@ impl Node {
     /// (the version said yes, the server says no: a fork, a build without it). The next
     /// connection learns afresh.
     pub(crate) fn script_only(&self, link: Link) {
-        if self
-            .set_ifeq
-            .compare_exchange(
-                link.generation,
-                NO_CONNECTION,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            )
-            .is_ok()
-        {
+        if forget(&self.set_ifeq, link) {
             tracing::info!(node = %self.addr, "node refused SET IFEQ: extending with the script on this connection");
         }
     }
@@ -854,15 +845,7 @@ impl Node {
             NativeDelete::DelIfEq => &self.delifeq,
             NativeDelete::DelEx => &self.delex,
         };
-        if known
-            .compare_exchange(
-                link.generation,
-                NO_CONNECTION,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            )
-            .is_ok()
-        {
+        if forget(known, link) {
             tracing::info!(node = %self.addr, command = ?link.dialect.delete, "node no longer knows its compare-and-delete: releasing with the script on this connection");
         }
     }
@@ -932,6 +915,18 @@ impl Node {
         self.probed
             .store(generation.saturating_add(1), Ordering::Release);
     }
+}
+
+/// Clears `flag` (the generation of the connection that has a command) if it still names
+/// `link`'s connection; whether it did (a newer connection has learnt afresh otherwise).
+fn forget(flag: &AtomicU64, link: Link) -> bool {
+    flag.compare_exchange(
+        link.generation,
+        NO_CONNECTION,
+        Ordering::AcqRel,
+        Ordering::Acquire,
+    )
+    .is_ok()
 }
 
 /// Clears a flag when dropped.

@@ -86,6 +86,14 @@ async fn held_on_0_and_1(cluster: &Cluster, redlock: &Redlock, resource: &str) -
     lease
 }
 
+/// Someone else holds `key` on node `i` for a minute: that node refuses our acquires.
+fn occupy(cluster: &Cluster, i: usize, key: &str) {
+    let _: () = cluster.servers[i]
+        .admin()
+        .set_ex(key, "someone-else", 60)
+        .expect("SET");
+}
+
 /// Kills node 1 and starts it again without its data; with `flush`, empties it with
 /// FLUSHALL first (an operator's "clean" restart).
 fn restart_empty(cluster: &mut Cluster, flush: bool) {
@@ -230,10 +238,7 @@ async fn after_the_quarantine_the_node_votes_again() {
     past_first_start().await;
     let redlock = client(&cluster, RestartQuarantine::Auto);
     assert_eq!(redlock.restart_quarantine(), Some(TTL + redlock.drift()));
-    let _: () = cluster.servers[0]
-        .admin()
-        .set_ex("back", "someone-else", 60)
-        .expect("SET");
+    occupy(&cluster, 0, "back");
     restart_empty(&mut cluster, false);
     let err = redlock
         .try_acquire("back")
@@ -391,10 +396,7 @@ async fn a_longer_ttl_used_later_does_not_lengthen_an_earlier_start() {
     let mut cluster = Cluster::start(Flavour::Valkey, 3);
     past_first_start().await;
     let redlock = client(&cluster, RestartQuarantine::Auto);
-    let _: () = cluster.servers[0]
-        .admin()
-        .set_ex("late", "someone-else", 60)
-        .expect("SET");
+    occupy(&cluster, 0, "late");
     restart_empty(&mut cluster, false);
     // Node 1 is new and out: the next lease is granted by nodes 0 and 2.
     let _: () = cluster.servers[0].admin().del("late").expect("DEL");
@@ -407,10 +409,7 @@ async fn a_longer_ttl_used_later_does_not_lengthen_an_earlier_start() {
         .expect("nodes 0 and 2 extend");
     assert!(redlock.restart_quarantine() >= Some(Duration::from_secs(60)));
     long.release().await;
-    let _: () = cluster.servers[0]
-        .admin()
-        .set_ex("late", "someone-else", 60)
-        .expect("SET");
+    occupy(&cluster, 0, "late");
     // Node 1 started before the 60 s TTL was used: out for TTL + drift, not a minute.
     tokio::time::sleep(TTL + redlock.drift() + Duration::from_millis(200)).await;
     let lease = redlock
