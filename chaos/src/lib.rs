@@ -9,7 +9,9 @@
 //! - [`workload`]: the fenced counter — workers, modes, stalls — and the fencing table.
 //! - [`commands`]: `chaos fencing-table` and `chaos lock`.
 //! - [`lockut`]: the lock under test — ours, or a plain Redlock with a deliberate mistake.
-//! - [`run`]: `chaos run` — every scenario on one cluster, four modes at once, verdicts.
+//! - [`run`]: `chaos run` — every scenario on one cluster, four modes at once, recorded.
+//! - [`judge`]: a scenario's verdict as a pure function of its recorded evidence and
+//!   history, live and offline (`chaos judge DIR`).
 //! - [`report`]: the `report.json` schema shared by the runner and the renderers.
 //! - [`checker`]: lost updates and exclusion violations, computed from a run's records.
 //! - [`schema`]: the JSON Schemas in `docs/schema/`, derived from the types above.
@@ -18,6 +20,7 @@ pub mod bench;
 pub mod checker;
 pub mod cluster;
 pub mod commands;
+pub mod judge;
 pub mod lockut;
 pub mod nemesis;
 pub mod pg;

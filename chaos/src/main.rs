@@ -11,6 +11,7 @@
 //!   `commands::fencing_table`).
 //! - `chaos lock`: acquire once, hold, release, report per node.
 //! - `chaos report DIR`: re-render `report.html` and `junit.xml` from `DIR/report.json`.
+//! - `chaos judge DIR`: judge a recorded run again from its evidence and history.
 //! - `chaos bench`: our client beside the Rust peers on one local cluster, as ratios.
 //! - `chaos run`: every scenario end to end with verdicts (see the library's `run`).
 //! - `chaos worker` (hidden): one worker process of `chaos run`.
@@ -22,10 +23,10 @@
 //! | code | meaning |
 //! |---|---|
 //! | 0 | done; every expectation met (`--help` and `--version` too) |
-//! | 1 | a safety expectation failed (`run`, `report --exit-code`, `fencing-table`) |
+//! | 1 | a safety expectation failed (`run`, `judge`, `report --exit-code`, `fencing-table`) |
 //! | 2 | the harness failed: a server, container, proxy or database could not be run or reached; or SIGINT, SIGTERM or SIGHUP stopped the command (after removing what it started) |
 //! | 3 | `lock` only: the lock was not granted |
-//! | 4 | every safety check met, but a liveness check failed: the lock did not grant where it promised to (`run`, `report --exit-code`) |
+//! | 4 | every safety check met, but a liveness check failed: the lock did not grant where it promised to (`run`, `judge`, `report --exit-code`) |
 //! | 64 | usage: the command line, or a file or directory it names, is wrong (`EX_USAGE`); found before anything was started |
 //!
 //! The checks behind 64 live with each subcommand (`commands::run::check`, ...); the
@@ -49,6 +50,7 @@ use redlock_chaos::cluster::{
     docker, local, proxy_process,
 };
 use redlock_chaos::commands::fencing_table::{self, FencingTableArgs};
+use redlock_chaos::commands::judge::{self as judge_cmd, JudgeArgs};
 use redlock_chaos::commands::lock::{self, LockArgs};
 use redlock_chaos::commands::run::{self as run_cmd, RunArgs};
 use redlock_chaos::commands::signals::Interrupt;
@@ -91,6 +93,9 @@ enum Command {
     Lock(LockArgs),
     /// Re-render report.html and junit.xml from an existing report.json.
     Report(ReportArgs),
+    /// Judge a recorded run again from its evidence and history files (the same judge
+    /// `chaos run` uses); exit with the verdict's code, as `chaos run` does.
+    Judge(JudgeArgs),
     /// Benchmark our client against rslock, redlock 2.0 and a one-node floor, and its two
     /// connections against each other.
     Bench(BenchArgs),
@@ -281,7 +286,7 @@ fn scenarios(args: ScenariosArgs) -> Result<(), Box<dyn std::error::Error>> {
     redlock_chaos::outln!(
         "\nsuites: `chaos run` plays the default suite (--scenario default: every scenario above but the nightly-only ones); --scenario all plays every one"
     );
-    redlock_chaos::outln!("\n{}", redlock_chaos::run::verdict::RULES);
+    redlock_chaos::outln!("\n{}", redlock_chaos::judge::verdict::RULES);
     Ok(())
 }
 
@@ -502,6 +507,12 @@ async fn main() -> ExitCode {
             };
         }
         Command::Report(args) => return report(args),
+        Command::Judge(args) => {
+            return match judge_cmd::run(&args) {
+                Ok(j) => ExitCode::from(j.replay.report.verdict.exit_code()),
+                Err(e) => fail(&e),
+            };
+        }
         Command::Lock(args) => {
             return match lock::run(args).await {
                 Ok((out, acquired)) => {

@@ -45,7 +45,7 @@ pub fn exempt_at_heal(kind: &str) -> bool {
 pub const HEAL_CLOSE: Duration = Duration::from_millis(100);
 
 /// One read of a mode's lock key on one node that found it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KeySample {
     /// Node index.
     pub node: usize,
@@ -59,7 +59,7 @@ pub struct KeySample {
 
 /// When a node could not be expected to receive a delete: `[from_us, to_us)` on the
 /// scenario clock, `node: None` for every node (a stalled client cannot send its clean-up).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Exempt {
     /// The node, or every node.
     pub node: Option<usize>,

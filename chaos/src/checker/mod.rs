@@ -13,6 +13,7 @@
 //!   of its keys really lived, by the servers' `PTTL`.
 //! - [`leak`]: keys of attempts that were never granted, left on a node long after the
 //!   attempt should have removed them.
+//! - [`exemptions`]: the faults and stalls that excuse a key left standing.
 //! - [`history`]: the history, Jepsen-style: every operation with its invoke and complete
 //!   times, outcome (ok / fail / info) and values; JSON lines.
 //! - [`quorum_probe`]: acquires the rig makes itself while exactly `N − quorum` nodes are
@@ -26,6 +27,7 @@
 
 pub mod availability;
 pub mod exclusion;
+pub mod exemptions;
 pub mod fence;
 pub mod handoff;
 pub mod history;

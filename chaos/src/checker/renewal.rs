@@ -25,7 +25,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// A `forget` that left a quorum of nodes without the lock keys, on the scenario clock.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Forgot {
     /// When the fault was due: no key was deleted before.
     pub from_us: u64,

@@ -173,13 +173,13 @@ fn real_us(server_us: u64, rate_ppm: i64) -> u64 {
 /// clock (which shortens the bound) counts from when its rate was confirmed on that node
 /// until the heal was due to start; a slow one (which lengthens it) from when the fault was
 /// due to start until its heal finished (to the end of the run if it never did).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClockRates {
     windows: Vec<RateWindow>,
 }
 
 /// One node's clock rate over a span of the scenario clock.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RateWindow {
     /// Node index.
     pub node: usize,

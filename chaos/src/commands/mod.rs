@@ -3,6 +3,7 @@
 //!
 //! - [`fencing_table`]: `chaos fencing-table`, the stall rate × mode table.
 //! - [`images`]: `chaos images`, the offline images for the compose stack.
+//! - [`judge`]: `chaos judge`, a recorded run judged again from its files.
 //! - [`lock`]: `chaos lock`, acquire–hold–release once and report per node.
 //! - [`run`]: `chaos run`, every scenario end to end with verdicts.
 //!
@@ -19,6 +20,7 @@ pub mod environment;
 pub mod error;
 pub mod fencing_table;
 pub mod images;
+pub mod judge;
 pub mod lock;
 pub mod run;
 pub mod signals;

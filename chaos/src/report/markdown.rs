@@ -136,6 +136,8 @@ mod tests {
             history: None,
             quorum_probe: None,
             ops: Vec::new(),
+            evidence: None,
+            evidence_json: None,
         }
     }
 

@@ -249,6 +249,14 @@ pub struct ScenarioReport {
     /// The history itself: written to `history` beside the report, never into it.
     #[serde(skip)]
     pub ops: Vec<crate::checker::history::Op>,
+    /// The evidence file, relative to the report directory: everything the verdict used
+    /// besides the history, from which `chaos judge DIR` judges the scenario again
+    /// (`null`: the scenario was not played, or the report predates evidence).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<String>,
+    /// The evidence itself, as JSON: written to `evidence` beside the report, never into it.
+    #[serde(skip)]
+    pub evidence_json: Option<String>,
 }
 
 /// The schema of a map keyed by mode name (`none`, `checked`, ...).

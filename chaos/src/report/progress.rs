@@ -318,6 +318,8 @@ mod tests {
             history: None,
             quorum_probe: None,
             ops: Vec::new(),
+            evidence: None,
+            evidence_json: None,
         }
     }
 
@@ -365,6 +367,8 @@ mod tests {
             history: None,
             quorum_probe: None,
             ops: Vec::new(),
+            evidence: None,
+            evidence_json: None,
         });
         // Started as scenario 2 of 3 (index 1); finishing it counts it done.
         assert_eq!(obs.run.position(), 2);

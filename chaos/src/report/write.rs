@@ -1,7 +1,8 @@
 //! The report directory: `report.json` (the record), `report.html` (for people),
-//! `junit.xml` (for CI) and `history/*.jsonl` (every operation of each scenario, see
-//! [`crate::checker::history`]), written together; the first three re-render from the JSON
-//! alone.
+//! `junit.xml` (for CI), `history/*.jsonl` (every operation of each scenario, see
+//! [`crate::checker::history`]) and `evidence/*.json` (everything else each verdict used,
+//! see `crate::judge::evidence`), written together; the first three re-render from the JSON
+//! alone, and `chaos judge` judges again from the last two.
 
 use std::path::{Path, PathBuf};
 
@@ -43,6 +44,13 @@ pub fn write_all(dir: &Path, report: &ChaosReport) -> Result<ReportPaths, Report
     let html = render_html(report);
     let junit = render_junit(report)?;
     for s in &report.scenarios {
+        if let (Some(rel), Some(json)) = (s.evidence.as_deref(), s.evidence_json.as_deref()) {
+            let path = dir.join(rel);
+            if let Some(parent) = path.parent() {
+                create_dir(parent)?;
+            }
+            write_atomic(&path, json.as_bytes())?;
+        }
         if let Some(rel) = s.history.as_deref().filter(|_| !s.ops.is_empty()) {
             let path = dir.join(rel);
             if let Some(parent) = path.parent() {

@@ -26,18 +26,17 @@ use std::time::Duration;
 use fenced_redlock::{LeaseStatus, RenewOptions};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
 
 use super::clock::ScenarioClock;
-use super::lease_watch::{LeaseWatch, RenewalSeen};
+use super::lease_watch::LeaseWatch;
 use super::pause::{PauseBy, PausePlan};
 use super::retire::{self, LateRetire};
 use super::truth::TruthReader;
 use crate::checker::history::{Op, OpKind, OpOutcome};
-use crate::checker::truth::GrantTruth;
+use crate::judge::events::{GrantOutcome, WorkerEvent};
 use crate::lockut::{Lease, LockUnderTest};
 use crate::report::model::RENEWAL_WATCH_TICK_MS;
 use crate::workload::Mode;
@@ -81,112 +80,6 @@ pub struct WorkerSpec {
     /// End each section with a late fence retirement instead of a release (worker 0 of a
     /// `late_retire` scenario, our lock: [`super::retire`]).
     pub late_retire: Option<LateRetire>,
-}
-
-/// How a grant's section ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum GrantOutcome {
-    /// The increment was written.
-    Accepted,
-    /// The resource refused the claim or write.
-    Rejected,
-    /// Validity ran out before the write; nothing written.
-    Abandoned,
-    /// A statement failed: the write may or may not have landed (the ledger's log says).
-    Indeterminate,
-}
-
-/// One thing a worker did; times are µs since the scenario start. One JSON line each on a
-/// `chaos worker`'s stdout.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "event", rename_all = "snake_case")]
-pub enum WorkerEvent {
-    /// A waiting acquire ended.
-    Acquire {
-        /// Worker index.
-        worker: usize,
-        /// When it ended.
-        at_us: u64,
-        /// Success: the winning round's time; failure: the whole wait.
-        latency_us: u64,
-        /// Whether it got the lock.
-        ok: bool,
-        /// Quorum rounds it made.
-        rounds: u32,
-        /// Failed because nodes failed or were unreachable (not mere contention).
-        node_fault: bool,
-    },
-    /// A grant and its section.
-    Grant {
-        /// Worker index.
-        worker: usize,
-        /// Fencing token.
-        fence: Option<u64>,
-        /// When the acquire returned.
-        start_us: u64,
-        /// End of holding: release start or end of validity, whichever came first.
-        end_us: u64,
-        /// End of validity.
-        valid_until_us: u64,
-        /// When the section's last statement returned.
-        done_us: u64,
-        /// How the section ended.
-        outcome: GrantOutcome,
-        /// What the servers said of its keys right after the grant (none: not read).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        truth: Option<GrantTruth>,
-        /// A renewed grant's largest cut of an announced validity while held, in µs
-        /// (none: never cut, or not renewed).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        validity_cut_us: Option<u64>,
-        /// A renewed grant's watch of its lease: the loss it heard and its late ticks
-        /// (none: not renewed).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        renewal: Option<RenewalSeen>,
-    },
-    /// The worker, holding a lease, is about to stop itself (`SIGSTOP`; the runner resumes
-    /// it no sooner than `resume_after_us` later, once a rival wrote: see
-    /// [`super::pause`]) or, a task of a shared client, to sleep that long.
-    Pausing {
-        /// Worker index.
-        worker: usize,
-        /// When it decided to pause.
-        at_us: u64,
-        /// The drawn pause length.
-        resume_after_us: u64,
-    },
-    /// A paused worker goes on: written by the runner when it resumed (`SIGCONT`) a worker
-    /// process, by the worker when its task's sleep ended.
-    Resumed {
-        /// Worker index.
-        worker: usize,
-        /// When it was resumed.
-        at_us: u64,
-    },
-    /// What the servers said of a held lease's keys after an extend, against the validity
-    /// the lock claimed right after it (an extend that shortened the keys and failed must
-    /// not leave the old validity standing).
-    Truth {
-        /// The servers' answers.
-        truth: GrantTruth,
-        /// The validity the lease claimed when the read started.
-        valid_until_us: u64,
-    },
-    /// One operation of the history.
-    Op(Op),
-    /// The worker reached its end cleanly.
-    Done {
-        /// Worker index.
-        worker: usize,
-    },
-    /// The worker stopped on a harness failure.
-    Failed {
-        /// Worker index.
-        worker: usize,
-        /// What failed.
-        message: String,
-    },
 }
 
 /// Work that ends between [`WRITE_ALLOWANCE`] and [`TO_VALIDITY_MARGIN`] of the TTL before

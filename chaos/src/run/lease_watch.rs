@@ -8,11 +8,11 @@
 use std::time::Duration;
 
 use fenced_redlock::{LeaseStatus, LossReason};
-use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 use super::clock::ScenarioClock;
 use crate::checker::renewal::Heard;
+use crate::judge::events::RenewalSeen;
 use crate::report::model::RENEWAL_WATCH_TICK_MS;
 
 /// A gap between two reads this much longer than the tick means the worker stalled.
@@ -45,17 +45,6 @@ impl AnnouncedValidity {
         }
         self.latest = self.latest.max(end);
     }
-}
-
-/// What a renewed section's watch saw, on the scenario clock, for its grant's event.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RenewalSeen {
-    /// The loss the renewer reported (or the clock, `Expired`), and when it was first seen.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub loss: Option<(Heard, u64)>,
-    /// `[from, to)` of each late tick: the worker was held off the CPU.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub stalls_us: Vec<(u64, u64)>,
 }
 
 /// The watch of one renewed lease.

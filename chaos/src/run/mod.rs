@@ -28,11 +28,11 @@
 //!   a late clean-up).
 //! - [`cpu_stall`]: when a thread of the processes the lock runs in waited for a CPU
 //!   (stalls that excuse a late clean-up).
-//! - [`record`]: events → [`ModeReport`] and timeline.
-//! - [`verdict`]: expectation × mode reports → [`Verdict`].
+//! - [`record`]: what the runner keeps of a mode while it plays (the evidence's entries,
+//!   the history's operations); [`crate::judge`] makes the numbers and the verdict of them.
 //! - [`table`]: the text table `chaos run` prints.
 //!
-//! [`WorkerEvent`]: chaos_workload::WorkerEvent
+//! [`WorkerEvent`]: crate::judge::events::WorkerEvent
 //! [`ModeReport`]: crate::report::ModeReport
 //! [`Verdict`]: crate::report::Verdict
 
@@ -53,7 +53,6 @@ pub mod split;
 pub mod suite;
 pub mod table;
 pub mod truth;
-pub mod verdict;
 pub mod worker_proc;
 
 use std::path::PathBuf;
@@ -324,6 +323,8 @@ fn unknown(s: &Scenario, cfg: &RunConfig, reason: String) -> ScenarioReport {
         history: None,
         quorum_probe: None,
         ops: Vec::new(),
+        evidence: None,
+        evidence_json: None,
     }
 }
 

@@ -18,7 +18,7 @@
 //! slow call, a blocked await) while its siblings, on the same client, go on waiting for
 //! the lock it holds — they must not wait past its validity.
 //!
-//! [`WorkerEvent::Pausing`]: super::chaos_workload::WorkerEvent::Pausing
+//! [`WorkerEvent::Pausing`]: crate::judge::events::WorkerEvent::Pausing
 
 use std::time::Duration;
 

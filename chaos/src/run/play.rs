@@ -13,7 +13,7 @@
 //! 4. Workers stop starting sections at t = duration; wait for them (bounded), read each
 //!    row and its log, and compute each mode's report, the history and the verdict.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -22,25 +22,23 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::Env;
-use super::chaos_workload::{DEFAULT_ACQUIRE_WAIT, WorkerEvent, WorkerSpec, run_worker};
+use super::chaos_workload::{DEFAULT_ACQUIRE_WAIT, WorkerSpec, run_worker};
 use super::clock::{ScenarioClock, monotonic_ns};
 use super::faults::{clock_rates, fault_windows, forgets};
 use super::leaks;
 use super::pause::{PauseBy, PausePlan};
 use super::quorum_probe;
-use super::record::{FinalRead, ModeRecord};
+use super::record::{ModeRecord, read_final};
 use super::retire::{self, LateRetire};
 use super::split;
 use super::suite;
-use super::verdict::{Promises, judge_late_retire, judge_quorum_probe, verdict_for};
 use super::worker_proc::{self, ProcessControl};
-use crate::checker::availability::{self, idle_fault_windows, recovery};
-use crate::checker::handoff;
-use crate::checker::history::OpKind;
-use crate::checker::leak;
-use crate::checker::renewal::{self, Bound};
 use crate::checker::truth::ClockRates;
 use crate::cluster::{Cluster, NodeId, Verb};
+use crate::judge::events::WorkerEvent;
+use crate::judge::evidence::{EVIDENCE_FORMAT, Evidence, ModeEvidence, Setup};
+use crate::judge::scenario::judge;
+use crate::judge::verdict::{Promises, verdict_for};
 use crate::lockut::{LockKind, LockUnderTest, Mutation};
 use crate::nemesis::{Nemesis, ScheduledFault};
 use crate::report::observer::{Progress, RunObserver};
@@ -111,20 +109,14 @@ pub(crate) async fn play(
     let rows: Vec<i32> = (0..modes)
         .map(|m| env.row_base + slot * modes + m + 1)
         .collect();
-    let report = |harness: Vec<String>,
+    let promises = Promises {
+        tokens: !scenario.amnesia_split,
+        exclusion: env.cfg.lock.guarded() && scenario.within_guards(),
+    };
+    let report = |verdict: Verdict,
                   faults: Vec<FaultWindow>,
                   modes: BTreeMap<String, ModeReport>,
                   timeline: BTreeMap<String, ModeTimeline>| {
-        let verdict = verdict_for(
-            scenario.expectation,
-            &modes,
-            &harness,
-            env.cfg.lock.fences(),
-            Promises {
-                tokens: !scenario.amnesia_split,
-                exclusion: env.cfg.lock.guarded() && scenario.within_guards(),
-            },
-        );
         ScenarioReport {
             name: scenario.name.clone(),
             about: scenario.about.clone(),
@@ -149,21 +141,30 @@ pub(crate) async fn play(
             history: None,
             quorum_probe: None,
             ops: Vec::new(),
+            evidence: None,
+            evidence_json: None,
         }
     };
     let missing = not_applicable(&*env.cluster, env.cfg.lock, scenario, &schedule.faults);
     if !missing.is_empty() {
-        let mut r = report(Vec::new(), Vec::new(), BTreeMap::new(), BTreeMap::new());
-        r.verdict = Verdict {
+        let verdict = Verdict {
             outcome: Outcome::NotApplicable,
             reasons: missing,
             failed_modes: Vec::new(),
         };
-        return r;
+        return report(verdict, Vec::new(), BTreeMap::new(), BTreeMap::new());
     }
     if let Err(e) = reset(env, &rows).await {
         harness.push(format!("reset before the scenario: {e}"));
-        return report(harness, Vec::new(), BTreeMap::new(), BTreeMap::new());
+        let fences = env.cfg.lock.fences();
+        let verdict = verdict_for(
+            scenario.expectation,
+            &BTreeMap::new(),
+            &harness,
+            fences,
+            promises,
+        );
+        return report(verdict, Vec::new(), BTreeMap::new(), BTreeMap::new());
     }
 
     let records: Arc<Mutex<Vec<ModeRecord>>> = Arc::new(Mutex::new(
@@ -393,21 +394,14 @@ pub(crate) async fn play(
         ));
     }
     let mut faults = wiped;
-    let rates = match &nemesis_report {
+    let clock_rates = match &nemesis_report {
         Ok(r) => clock_rates(r, nemesis_t0),
         Err(_) => ClockRates::default(),
     };
-    let forgot = match &nemesis_report {
+    let forgets = match &nemesis_report {
         Ok(r) => forgets(r, nemesis_t0, env.cluster.nodes()),
         Err(_) => Vec::new(),
     };
-    let ttl_us = u64::try_from(scenario_ttl(scenario, env.cfg.ttl).as_micros()).unwrap_or(u64::MAX);
-    // Every stall the key watcher saw, a forget's included (a forget stalls nothing itself).
-    let rig_stalls: Vec<(u64, u64)> = watched_keys
-        .stalls
-        .iter()
-        .map(|s| (s.from_us, s.to_us))
-        .collect();
     faults.extend(match nemesis_report {
         Ok(r) => fault_windows(&r, nemesis_t0, processes, &mut harness),
         Err(e) => {
@@ -415,17 +409,14 @@ pub(crate) async fn play(
             Vec::new()
         }
     });
-
     let records = std::mem::take(&mut *lock(&records));
-    let mut history = Vec::new();
-    let mut modes: BTreeMap<String, ModeReport> = BTreeMap::new();
-    let mut timeline: BTreeMap<String, ModeTimeline> = BTreeMap::new();
+    let watcher_ran = !watched_keys.samples.is_empty();
+    let mut samples = watched_keys.samples.into_iter();
+    let mut ops = Vec::new();
+    let mut modes = Vec::new();
     for ((mode, row), record) in Mode::ALL.iter().zip(&rows).zip(records) {
         if !runs_on(*mode, env.cfg.lock) {
             continue;
-        }
-        for f in record.failures() {
-            harness.push(format!("{}: {f}", mode.name()));
         }
         if record.finished_workers() < w && !stop.is_cancelled() {
             harness.push(format!(
@@ -435,85 +426,64 @@ pub(crate) async fn play(
             ));
         }
         // Unread is unknown: never "every increment lost".
-        let end = FinalRead::read(&env.admin, *row, clock).await;
-        let end = match end {
+        let end = match read_final(&env.admin, *row, clock).await {
             Ok(e) if e.state.state.is_some() => Some(e),
             Ok(_) => harness_none(&mut harness, format!("{}: row {row} vanished", mode.name())),
             Err(e) => harness_none(&mut harness, format!("{}: row {row}: {e}", mode.name())),
         };
-        let done = record.finish(mode.name(), end, &rates);
-        harness.extend(done.anomalies);
-        // Late retirements are faults too: worker 0's own requests held at its proxies.
-        faults.extend(retire::fault_windows(
-            mode.name(),
-            &done.history,
-            scenario_ttl(scenario, env.cfg.ttl),
-        ));
-        history.extend(done.history);
-        let (mut m, t) = (done.report, done.timeline);
-        m.lock = mode_lock(env.cfg.lock, scenario, *mode).name().into();
-        m.loss_heard = renewal::loss_heard(
-            &done.renewed,
-            &forgot,
-            &rig_stalls,
-            Bound::for_ttl_us(ttl_us),
-        );
-        // Client pauses are faults too: on the scenario's fault list, beside the scheduled ones.
-        let (kind, how) = PauseBy::for_workers(processes).fault();
-        faults.extend(t.pauses.iter().map(|p| FaultWindow {
-            kind: kind.into(),
-            detail: format!("{} w{}: {how}", mode.name(), p.worker),
-            targets: vec![format!("w{}", p.worker)],
-            start_ms: p.from_ms.0 / 1000,
-            end_ms: p.to_ms.map(|e| e.0 / 1000),
-        }));
-        modes.insert(mode.name().to_owned(), m);
-        timeline.insert(mode.name().to_owned(), t);
+        let (log, mode_ops) = record.into_parts();
+        ops.extend(mode_ops);
+        modes.push(ModeEvidence {
+            name: mode.name().to_owned(),
+            lock: mode_lock(env.cfg.lock, scenario, *mode).name().into(),
+            log,
+            end,
+            // The watcher reads the running modes' keys in this order.
+            keys: watcher_ran.then(|| samples.next().unwrap_or_default()),
+        });
     }
-    let end_ms = u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
-    let blocked = availability::blocked(&watched_keys.stalls, &faults, env.cluster.nodes(), end_ms);
-    for (name, m) in modes.iter_mut() {
-        if let Some(t) = timeline.get(name) {
-            m.idle_fault_windows = idle_fault_windows(&faults, t, &blocked);
-            let minority = scenario.expectation == Expectation::SafeAndAvailable;
-            m.recovery = recovery(&faults, t, end_ms, minority, &blocked);
-        }
-    }
-    // Hand-offs inside one client: only where a mode's workers share one.
-    if !processes && scenario.clients == Clients::Shared {
-        for (name, m) in modes.iter_mut() {
-            m.hand_offs = handoff::hand_offs(&history, name);
-            m.take_overs = handoff::take_overs(&history, name);
-        }
-    }
-    let exempt = leaks::exemptions(&faults);
-    let stalls = leaks::outside_faults(&watched_keys.stalls, &faults);
-    let until_us = u64::try_from(duration.as_micros()).unwrap_or(u64::MAX);
-    for (mode, samples) in watched.iter().zip(&watched_keys.samples) {
-        let granted: HashSet<String> = history
-            .iter()
-            .filter(|op| op.mode == mode.name() && op.f == OpKind::Acquire)
-            .filter_map(|op| op.owner.clone())
-            .collect();
-        if let Some(m) = modes.get_mut(mode.name()) {
-            m.leaks = leak::leaks(
-                samples,
-                &granted,
-                &exempt,
-                &stalls,
-                scenario_ttl(scenario, env.cfg.ttl),
-                until_us,
-            );
-        }
-    }
-    let mut r = report(harness, faults, modes, timeline);
-    judge_quorum_probe(&mut r.verdict, scenario.expectation, quorum_probe.as_ref());
-    if scenario.late_retire {
-        judge_late_retire(&mut r.verdict, &r.modes);
-    }
-    r.quorum_probe = quorum_probe;
+    let (pause_kind, pause_how) = PauseBy::for_workers(processes).fault();
+    let evidence = Evidence {
+        format: EVIDENCE_FORMAT,
+        scenario: scenario.clone(),
+        setup: Setup {
+            nodes: env.cluster.nodes(),
+            workers: w,
+            duration_us: u64::try_from(duration.as_micros()).unwrap_or(u64::MAX),
+            ttl_us: u64::try_from(scenario_ttl(scenario, env.cfg.ttl).as_micros())
+                .unwrap_or(u64::MAX),
+            fences: env.cfg.lock.fences(),
+            promises,
+            worker_processes: processes,
+            shared_client: !processes && scenario.clients == Clients::Shared,
+            pause_kind: pause_kind.into(),
+            pause_how: pause_how.into(),
+            retire_hold_ms: u64::try_from(
+                retire::hold_for(scenario_ttl(scenario, env.cfg.ttl)).as_millis(),
+            )
+            .unwrap_or(u64::MAX),
+        },
+        harness,
+        faults,
+        clock_rates,
+        forgets,
+        stalls: watched_keys.stalls,
+        quorum_probe,
+        modes,
+    };
+    let judged = judge(&evidence, &ops);
+    let mut r = report(judged.verdict, judged.faults, judged.modes, judged.timeline);
+    r.quorum_probe = judged.quorum_probe;
     r.history = Some(format!("history/{index:03}-{}.jsonl", scenario.name));
-    r.ops = history;
+    r.ops = judged.history;
+    match serde_json::to_string(&evidence) {
+        Ok(json) => {
+            r.evidence = Some(Evidence::file_name(index, &scenario.name));
+            r.evidence_json = Some(json);
+        }
+        // Not expected (every field serializes); the verdict stands, it cannot be re-judged.
+        Err(e) => tracing::warn!(error = %e, "the scenario's evidence could not be written"),
+    }
     r
 }
 

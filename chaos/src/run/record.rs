@@ -1,618 +1,108 @@
-//! Turns one mode's [`WorkerEvent`]s into its [`ModeReport`] (the numbers verdicts use) and
-//! [`ModeTimeline`] (what renderers draw).
-//!
-//! Besides lost updates and overlapping holding windows it counts what explains them: stale
-//! writes (accepted, but completed after the lease's `valid_until`: the holder had lost the
-//! lock), abandoned grants, client pauses, and grants whose fencing token did not grow
-//! ([`checker::fence`], from the history's acquires).
+//! What the runner keeps of one mode while it plays: every entry as it came (the workers'
+//! events, counter samples, stalls, failures) for the evidence, the history's operations
+//! apart, and the few running counts the progress display and the samples need. Nothing
+//! here judges: [`crate::judge`] does, from what this hands over.
 
 use std::time::Duration;
 
-use super::chaos_workload::{GrantOutcome, WorkerEvent};
 use super::clock::ScenarioClock;
-use crate::bench::stats::percentile;
-use crate::checker::history::{Op, OpKind, OpOutcome};
-use crate::checker::renewal::RenewedGrant;
-use crate::checker::truth::{ClockRates, GrantTruth, TruthSummary};
-use crate::checker::{self, TokenGrant, Window, Written};
-use crate::workload::ledger::{Final, Ledger};
+use crate::checker::history::Op;
+use crate::judge::events::{GrantOutcome, WorkerEvent};
+use crate::judge::evidence::{Entry, FinalRead, ModeLog};
+use crate::workload::ledger::Ledger;
 
-/// The runner's read of a row at the end, and when it ran (µs on the scenario clock).
-#[derive(Debug, Clone)]
-pub struct FinalRead {
-    /// What it read.
-    pub state: Final,
-    /// Invoked at.
-    pub invoke_us: u64,
-    /// Completed at.
-    pub complete_us: u64,
-}
-
-impl FinalRead {
-    /// Reads ledger row `row` and its log through `admin`.
-    ///
-    /// # Errors
-    /// PostgreSQL's, as text.
-    pub async fn read(
-        admin: &tokio_postgres::Client,
-        row: i32,
-        clock: ScenarioClock,
-    ) -> Result<FinalRead, String> {
-        let invoke_us = clock.us(tokio::time::Instant::now());
-        let state = Ledger
-            .read_final(admin, row)
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok(FinalRead {
-            state,
-            invoke_us,
-            complete_us: clock.us(tokio::time::Instant::now()),
-        })
-    }
-}
-use crate::report::{
-    CounterSample, FenceMark, GrantSpan, LatencySample, ModeReport, ModeTimeline, Ms, PauseSpan,
-    RejectedWrite, ViolationMark,
-};
-
-/// Violation marks kept per mode for drawing (the count is always exact).
-const MAX_MARKS: usize = 500;
-
-/// Everything one mode's workers reported so far.
+/// One mode's record so far.
 #[derive(Debug, Default)]
 pub struct ModeRecord {
-    timeline: ModeTimeline,
+    log: ModeLog,
+    ops: Vec<Op>,
     sections: u64,
-    attempts: u64,
-    successes: u64,
-    errors: u64,
-    ok_latencies_us: Vec<u64>,
-    stalls: u64,
-    abandoned: u64,
-    stale_writes: u64,
-    done: usize,
+    ended: usize,
     failures: Vec<String>,
-    indeterminate: u64,
-    history: Vec<Op>,
-    /// Server truth of each read grant, and of each renewed lease after its extend, with
-    /// the validity the lock claimed.
-    truths: Vec<(GrantTruth, u64)>,
-    /// Renewed grants whose renewer cut an announced validity.
-    validity_cuts: u64,
-    /// Renewed grants, as their sections' watches saw them.
-    renewed: Vec<RenewedGrant>,
-}
-
-/// A mode's record, judged.
-#[derive(Debug)]
-pub struct Finished {
-    /// The numbers verdicts use.
-    pub report: ModeReport,
-    /// What renderers draw.
-    pub timeline: ModeTimeline,
-    /// Every operation, then the final read of the row.
-    pub history: Vec<Op>,
-    /// Breaks in the rig's own records (harness problems, not the lock's).
-    pub anomalies: Vec<String>,
-    /// Renewed grants, for [`crate::checker::renewal`] (which needs the run's faults).
-    pub renewed: Vec<RenewedGrant>,
 }
 
 impl ModeRecord {
-    /// Completed sections so far.
+    /// Completed sections so far (accepted writes).
     pub fn sections(&self) -> u64 {
         self.sections
     }
 
     /// Workers that reported their end (cleanly or not).
     pub fn finished_workers(&self) -> usize {
-        self.done + self.failures.len()
+        self.ended
     }
 
-    /// Harness failures reported by workers.
+    /// Harness failures reported so far.
     pub fn failures(&self) -> &[String] {
         &self.failures
     }
 
     /// A client stall hit one of this mode's workers.
     pub fn count_stall(&mut self) {
-        self.stalls += 1;
+        self.log.entries.push(Entry::Stall);
     }
 
     /// Record a failure found outside the events (a worker process that died, say).
     pub fn fail(&mut self, message: String) {
-        self.failures.push(message);
+        self.ended += 1;
+        self.failures.push(message.clone());
+        self.log.entries.push(Entry::Failure(message));
     }
 
-    /// A counter sample: the counter's `value`, read after `expected` sections had
+    /// A counter sample: the counter's `value`, read at `at` after `expected` sections had
     /// completed.
     pub fn sample(&mut self, at: Duration, value: i64, expected: u64) {
-        self.timeline.counter.push(CounterSample {
-            at_ms: Ms::from_duration(at),
+        self.log.entries.push(Entry::Sample {
+            at_us: u64::try_from(at.as_micros()).unwrap_or(u64::MAX),
             value,
-            expected: i64::try_from(expected).unwrap_or(i64::MAX),
+            expected,
         });
     }
 
     /// Take in one event.
     pub fn push(&mut self, ev: WorkerEvent) {
-        match ev {
-            WorkerEvent::Acquire {
-                at_us,
-                latency_us,
-                ok,
-                rounds,
-                node_fault,
-                ..
-            } => {
-                self.attempts += u64::from(rounds.max(1));
-                if ok {
-                    self.successes += 1;
-                    self.ok_latencies_us.push(latency_us);
-                } else if node_fault {
-                    self.errors += 1;
-                }
-                self.timeline.acquire.push(LatencySample {
-                    at_ms: Ms(at_us),
-                    latency_us,
-                    ok,
-                });
+        match &ev {
+            WorkerEvent::Op(op) => {
+                self.ops.push(op.clone());
+                return;
             }
             WorkerEvent::Grant {
-                worker,
-                fence,
-                start_us,
-                end_us,
-                valid_until_us,
-                done_us,
-                outcome,
-                truth,
-                validity_cut_us,
-                renewal,
-            } => {
-                self.validity_cuts += u64::from(validity_cut_us.is_some());
-                if let Some(seen) = renewal {
-                    self.renewed.push(RenewedGrant {
-                        start_us,
-                        done_us,
-                        loss: seen.loss,
-                        stalls: seen.stalls_us,
-                    });
-                }
-                if let Some(t) = truth {
-                    self.truths.push((t, valid_until_us));
-                }
-                let stale = outcome == GrantOutcome::Accepted && done_us > valid_until_us;
-                match outcome {
-                    GrantOutcome::Accepted => self.sections += 1,
-                    GrantOutcome::Rejected => self.timeline.rejected.push(RejectedWrite {
-                        worker,
-                        fence,
-                        at_ms: Ms(done_us),
-                    }),
-                    GrantOutcome::Abandoned => self.abandoned += 1,
-                    GrantOutcome::Indeterminate => self.indeterminate += 1,
-                }
-                self.stale_writes += u64::from(stale);
-                self.timeline.grants.push(GrantSpan {
-                    worker,
-                    fence,
-                    start_ms: Ms(start_us),
-                    end_ms: Ms(end_us),
-                    valid_until_ms: Ms(valid_until_us),
-                    accepted: outcome == GrantOutcome::Accepted,
-                    done_ms: Ms(done_us),
-                    abandoned: outcome == GrantOutcome::Abandoned,
-                    stale,
-                });
-            }
-            WorkerEvent::Pausing { worker, at_us, .. } => {
-                self.timeline.pauses.push(PauseSpan {
-                    worker,
-                    from_ms: Ms(at_us),
-                    to_ms: None,
-                });
-            }
-            WorkerEvent::Resumed { worker, at_us } => {
-                if let Some(p) = self
-                    .timeline
-                    .pauses
-                    .iter_mut()
-                    .rev()
-                    .find(|p| p.worker == worker && p.to_ms.is_none())
-                {
-                    p.to_ms = Some(Ms(at_us));
-                }
-            }
-            WorkerEvent::Truth {
-                truth,
-                valid_until_us,
-            } => self.truths.push((truth, valid_until_us)),
-            WorkerEvent::Op(op) => self.history.push(op),
-            WorkerEvent::Done { .. } => self.done += 1,
+                outcome: GrantOutcome::Accepted,
+                ..
+            } => self.sections += 1,
+            WorkerEvent::Done { .. } => self.ended += 1,
             WorkerEvent::Failed { worker, message } => {
+                self.ended += 1;
                 self.failures.push(format!("worker {worker}: {message}"));
             }
+            _ => {}
         }
+        self.log.entries.push(Entry::Event(ev));
     }
 
-    /// The summary, timeline and history of `mode`, given the row's final state (`None`: it
-    /// could not be read, and nothing is said about losses) and the clock rates the
-    /// nemesis set (for server truth).
-    pub fn finish(mut self, mode: &str, end: Option<FinalRead>, rates: &ClockRates) -> Finished {
-        let final_value = end.as_ref().and_then(|e| e.state.state.map(|s| s.value));
-        let mut anomalies = Vec::new();
-        let lost = match &end {
-            Some(FinalRead {
-                state:
-                    Final {
-                        state: Some(state),
-                        applied,
-                    },
-                ..
-            }) => {
-                let r = checker::lost_updates(&self.history, applied, state.value, state.last);
-                anomalies.extend(r.anomalies.iter().map(|a| format!("{mode}: {a}")));
-                Some(r)
-            }
-            _ => None,
-        };
-        if let Some(e) = &end {
-            let mut op = Op::new(0, OpKind::Final, OpOutcome::Ok, e.invoke_us, e.complete_us);
-            op.worker = None;
-            op.mode = mode.into();
-            if let Some(s) = e.state.state {
-                op = op.values(s.value, s.last);
-            }
-            op.applied = Some(e.state.applied.clone());
-            self.history.push(op);
-        }
-        self.timeline.lost_updates = lost
-            .as_ref()
-            .map(|r| r.lost.iter().take(MAX_MARKS).cloned().collect())
-            .unwrap_or_default();
-        let windows: Vec<Window> = self
-            .timeline
-            .grants
-            .iter()
-            .map(|g| {
-                Window::new(
-                    Duration::from_micros(g.start_ms.0),
-                    Duration::from_micros(g.end_ms.0),
-                )
-            })
-            .collect();
-        let violations = checker::exclusion_violations(&windows);
-        self.timeline.violations = checker::overlapping_pairs(&windows, MAX_MARKS)
-            .into_iter()
-            .map(|(a, b, w)| ViolationMark {
-                first_worker: self.timeline.grants[a].worker,
-                second_worker: self.timeline.grants[b].worker,
-                from_ms: Ms::from_duration(w.start),
-                to_ms: Ms::from_duration(w.end),
-            })
-            .collect();
-        // Of the first MAX_MARKS pairs (all of them wherever a check wants none).
-        let longest_overlap_us = self
-            .timeline
-            .violations
-            .iter()
-            .map(|v| v.to_ms.0.saturating_sub(v.from_ms.0))
-            .max()
-            .unwrap_or(0);
-        // From the history: when each granted acquire was asked for and returned.
-        let acquires: Vec<&Op> = self
-            .history
-            .iter()
-            .filter(|op| op.f == OpKind::Acquire && op.outcome == OpOutcome::Ok)
-            .filter(|op| op.fence.is_some())
-            .collect();
-        let tokens: Vec<TokenGrant> = acquires
-            .iter()
-            .map(|op| TokenGrant {
-                invoke: op.invoke_us,
-                complete: op.complete_us,
-                token: op.fence.unwrap_or_default(),
-            })
-            .collect();
-        let regressions = checker::fence_regressions(&tokens);
-        self.timeline.fence_regressions = regressions
-            .iter()
-            .take(MAX_MARKS)
-            .map(|&(i, earlier_max)| FenceMark {
-                worker: acquires[i].worker.unwrap_or_default(),
-                fence: tokens[i].token,
-                earlier_max,
-                at_ms: Ms(tokens[i].complete),
-            })
-            .collect();
-        let written: Vec<Written> = self
-            .timeline
-            .grants
-            .iter()
-            .filter(|g| g.accepted)
-            .map(|g| Written {
-                read_at: g.start_ms.0,
-                done_at: g.done_ms.0,
-                stale: g.stale,
-            })
-            .collect();
-        self.ok_latencies_us.sort_unstable();
-        let report = ModeReport {
-            // Known to the runner, which fills it in.
-            lock: String::new(),
-            sections: self.sections,
-            lost: final_value.map(|v| checker::lost(self.sections, v)),
-            rejected: self.timeline.rejected.len() as u64,
-            exclusion_violations: violations,
-            longest_overlap_us,
-            acquire_attempts: self.attempts,
-            acquire_failures: self.attempts.saturating_sub(self.successes),
-            acquire_errors: self.errors,
-            acquire_p50_us: percentile(&self.ok_latencies_us, 50.0),
-            acquire_p99_us: percentile(&self.ok_latencies_us, 99.0),
-            stalls: self.stalls,
-            final_value,
-            abandoned: self.abandoned,
-            stale_writes: self.stale_writes,
-            fence_regressions: regressions.len() as u64,
-            pauses: self.timeline.pauses.len() as u64,
-            // Needs the fault windows: filled in by the runner.
-            idle_fault_windows: 0,
-            stale_reach: checker::stale_reach(&written),
-            unexplained_losses: lost.as_ref().map(|r| r.unexplained().count() as u64),
-            indeterminate_writes: self.indeterminate,
-            server_truth: TruthSummary::of(self.truths.iter().map(|(t, v)| (t, *v)), rates),
-            validity_cuts: self.validity_cuts,
-            // Needs the key samples and the fault windows: filled in by the runner.
-            leaks: Default::default(),
-            // Needs the fault windows: filled in by the runner.
-            recovery: Default::default(),
-            // Needs the nemesis's forgets: filled in by the runner.
-            loss_heard: Default::default(),
-            // Only where the workers share a client: filled in by the runner.
-            hand_offs: Default::default(),
-            take_overs: Default::default(),
-            late_retirements: checker::retire::late_retirements(&self.history),
-        };
-        Finished {
-            report,
-            timeline: self.timeline,
-            history: self.history,
-            anomalies,
-            renewed: self.renewed,
-        }
+    /// The entries, for the evidence, and the history's operations.
+    pub fn into_parts(self) -> (ModeLog, Vec<Op>) {
+        (self.log, self.ops)
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A final read of value `value` (no log: the events here carry no operations).
-    fn end(value: i64) -> FinalRead {
-        FinalRead {
-            state: Final {
-                state: Some(crate::workload::ledger::State { value, last: 0 }),
-                applied: Vec::new(),
-            },
-            invoke_us: 0,
-            complete_us: 0,
-        }
-    }
-
-    /// A grant valid until `end + 100` whose keys the servers kept 50 µs longer.
-    fn grant(worker: usize, start: u64, end: u64, outcome: GrantOutcome) -> WorkerEvent {
-        let truth = GrantTruth {
-            end_bound_us: Some(end + 150),
-            holders: 3,
-            unknown: 0,
-            reads: Vec::new(),
-        };
-        grant_read(worker, start, end, outcome, truth)
-    }
-
-    fn grant_read(
-        worker: usize,
-        start: u64,
-        end: u64,
-        outcome: GrantOutcome,
-        truth: GrantTruth,
-    ) -> WorkerEvent {
-        WorkerEvent::Grant {
-            worker,
-            fence: Some(start),
-            start_us: start,
-            end_us: end,
-            valid_until_us: end + 100,
-            done_us: end,
-            outcome,
-            truth: Some(truth),
-            validity_cut_us: None,
-            renewal: None,
-        }
-    }
-
-    #[test]
-    fn counts_renewed_grants_whose_validity_was_cut() {
-        let mut r = ModeRecord::default();
-        for cut in [None, Some(120_000), None, Some(5_000)] {
-            r.push(WorkerEvent::Grant {
-                worker: 0,
-                fence: Some(1),
-                start_us: 0,
-                end_us: 10,
-                valid_until_us: 10,
-                done_us: 10,
-                outcome: GrantOutcome::Accepted,
-                truth: None,
-                validity_cut_us: cut,
-                renewal: None,
-            });
-        }
-        assert_eq!(
-            r.finish("ours", None, &ClockRates::default())
-                .report
-                .validity_cuts,
-            2
-        );
-    }
-
-    #[test]
-    fn a_read_after_an_extend_is_judged_like_a_grant_read() {
-        let mut r = ModeRecord::default();
-        // The grant's own read keeps 50 µs of margin; after a failed shortening extend the
-        // lease still claims 900 µs while a quorum of its keys is gone at 400.
-        r.push(grant(0, 0, 10, GrantOutcome::Accepted));
-        r.push(WorkerEvent::Truth {
-            truth: GrantTruth {
-                end_bound_us: Some(400),
-                holders: 3,
-                unknown: 0,
-                reads: Vec::new(),
-            },
-            valid_until_us: 900,
-        });
-        let t = r
-            .finish("ours", None, &ClockRates::default())
-            .report
-            .server_truth;
-        assert_eq!((t.read, t.overstated, t.margin_min_us), (2, 1, Some(-500)));
-    }
-
-    #[test]
-    fn counts_sections_rejections_overlaps_and_latency() {
-        let mut r = ModeRecord::default();
-        for (i, lat) in [100u64, 200, 300, 400].iter().enumerate() {
-            r.push(WorkerEvent::Acquire {
-                worker: i,
-                at_us: 0,
-                latency_us: *lat,
-                ok: true,
-                rounds: 2,
-                node_fault: false,
-            });
-        }
-        r.push(WorkerEvent::Acquire {
-            worker: 0,
-            at_us: 0,
-            latency_us: 1_000_000,
-            ok: false,
-            rounds: 3,
-            node_fault: true,
-        });
-        r.push(grant(0, 0, 10, GrantOutcome::Accepted));
-        r.push(grant(1, 5, 20, GrantOutcome::Rejected));
-        r.push(grant(2, 30, 40, GrantOutcome::Accepted));
-        r.push(grant(3, 50, 60, GrantOutcome::Abandoned));
-        // Keys gone on a quorum 30 µs before the reported validity ended; one unbounded.
-        for (start, bound) in [(70, Some(150)), (90, None)] {
-            r.push(grant_read(
-                0,
-                start,
-                start + 10,
-                GrantOutcome::Abandoned,
-                GrantTruth {
-                    end_bound_us: bound,
-                    holders: 2,
-                    unknown: 1,
-                    reads: Vec::new(),
-                },
-            ));
-        }
-        let Finished {
-            report: m,
-            timeline: t,
-            ..
-        } = r.finish("none", Some(end(1)), &ClockRates::default());
-        assert_eq!(
-            (m.sections, m.lost, m.rejected, m.abandoned),
-            (2, Some(1), 1, 3)
-        );
-        assert_eq!((m.stale_writes, m.fence_regressions), (0, 0));
-        assert_eq!(m.exclusion_violations, 1);
-        assert_eq!(t.violations.len(), 1);
-        // [0, 10) and [5, 20).
-        assert_eq!(m.longest_overlap_us, 5);
-        assert_eq!(
-            (m.acquire_attempts, m.acquire_failures, m.acquire_errors),
-            (11, 7, 1)
-        );
-        assert_eq!((m.acquire_p50_us, m.acquire_p99_us), (200, 400));
-        assert_eq!(t.grants.len(), 6);
-        assert_eq!(
-            m.server_truth,
-            TruthSummary {
-                read: 6,
-                inconclusive: 1,
-                overstated: 1,
-                margin_min_us: Some(-30),
-                margin_p50_us: Some(50),
-            }
-        );
-    }
-
-    #[test]
-    fn stale_writes_pauses_and_fence_duplicates() {
-        let mut r = ModeRecord::default();
-        // Paused past its validity (100..300), then wrote at 900: stale.
-        r.push(WorkerEvent::Pausing {
-            worker: 0,
-            at_us: 150,
-            resume_after_us: 700,
-        });
-        r.push(WorkerEvent::Resumed {
-            worker: 0,
-            at_us: 850,
-        });
-        r.push(WorkerEvent::Grant {
-            worker: 0,
-            fence: Some(4),
-            start_us: 100,
-            end_us: 300,
-            valid_until_us: 300,
-            done_us: 900,
-            outcome: GrantOutcome::Accepted,
-            truth: None,
-            validity_cut_us: None,
-            renewal: None,
-        });
-        // A later grant with the same token (amnesia): a duplicate. The token check reads
-        // the history's acquires.
-        for (worker, invoke, complete) in [(0, 90, 100), (1, 390, 400)] {
-            let mut op = Op::new(worker, OpKind::Acquire, OpOutcome::Ok, invoke, complete);
-            op.fence = Some(4);
-            r.push(WorkerEvent::Op(op));
-        }
-        r.push(WorkerEvent::Grant {
-            worker: 1,
-            fence: Some(4),
-            start_us: 400,
-            end_us: 450,
-            valid_until_us: 600,
-            done_us: 450,
-            outcome: GrantOutcome::Accepted,
-            truth: None,
-            validity_cut_us: None,
-            renewal: None,
-        });
-        let Finished {
-            report: m,
-            timeline: t,
-            ..
-        } = r.finish("none", Some(end(1)), &ClockRates::default());
-        assert_eq!((m.stale_writes, m.pauses, m.fence_regressions), (1, 1, 1));
-        // Itself, and worker 1's write, which landed while it was away.
-        assert_eq!(m.stale_reach, 2);
-        assert_eq!(t.pauses[0].to_ms, Some(Ms(850)));
-        assert_eq!(
-            (
-                t.fence_regressions[0].worker,
-                t.fence_regressions[0].earlier_max
-            ),
-            (1, 4)
-        );
-        assert!(t.grants[0].stale && !t.grants[1].stale);
-        assert!((m.lost_share() - 0.5).abs() < 1e-9);
-    }
+/// Reads ledger row `row` and its log through `admin`, timed on `clock`.
+///
+/// # Errors
+/// PostgreSQL's, as text.
+pub async fn read_final(
+    admin: &tokio_postgres::Client,
+    row: i32,
+    clock: ScenarioClock,
+) -> Result<FinalRead, String> {
+    let invoke_us = clock.us(tokio::time::Instant::now());
+    let state = Ledger
+        .read_final(admin, row)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(FinalRead {
+        state,
+        invoke_us,
+        complete_us: clock.us(tokio::time::Instant::now()),
+    })
 }

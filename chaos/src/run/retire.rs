@@ -29,9 +29,8 @@ use fenced_redlock::{LockError, ReleaseOutcome, ReleaseReport};
 use tokio::sync::{Mutex, OwnedMutexGuard};
 use tokio::time::Instant;
 
-use crate::checker::history::{Op, OpKind, OpOutcome};
+use crate::checker::history::OpOutcome;
 use crate::proxy::{Client, Stream, Toxic, ToxicKind};
-use crate::report::FaultWindow;
 
 /// How long the retirement's requests are held: a TTL and a half — half a TTL after the
 /// keys' end at the least, for a rival to be granted before the retirement lands (rivals
@@ -176,54 +175,9 @@ pub fn outcome(result: &Result<ReleaseReport, LockError>) -> (OpOutcome, String)
     (outcome, said)
 }
 
-/// The report's kind for a late retirement's window.
-pub const FAULT_KIND: &str = "retire-late";
-
-/// `mode`'s late retirements in its `history` as the report's fault windows, on the
-/// retiring worker: from each call until its requests had passed the proxies (leases of
-/// `ttl`). Worker 0's own link, not a node's: no node counts as down for them.
-pub fn fault_windows(mode: &str, history: &[Op], ttl: Duration) -> Vec<FaultWindow> {
-    let held = hold_for(ttl).as_millis();
-    history
-        .iter()
-        .filter(|op| op.f == OpKind::Retire)
-        .map(|op| {
-            let worker = op.worker.unwrap_or_default();
-            FaultWindow {
-                kind: FAULT_KIND.into(),
-                detail: format!(
-                    "{mode} w{worker}: retirement's requests held {held} ms at its proxies ({})",
-                    op.error.as_deref().unwrap_or("no answer recorded")
-                ),
-                targets: vec![format!("w{worker}")],
-                start_ms: op.invoke_us / 1000,
-                end_ms: Some(op.complete_us / 1000),
-            }
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn each_retirement_is_a_window_on_its_worker() {
-        let mut op = Op::new(0, OpKind::Retire, OpOutcome::Info, 1_500_000, 1_850_000);
-        op.error = Some("0 deleted, 5 unanswered in time, 0 refused or had none".into());
-        let release = Op::new(1, OpKind::Release, OpOutcome::Ok, 10, 20);
-        let w = fault_windows("none", &[release, op], Duration::from_millis(200));
-        assert_eq!(
-            w,
-            vec![FaultWindow {
-                kind: "retire-late".into(),
-                detail: "none w0: retirement's requests held 300 ms at its proxies (0 deleted, 5 unanswered in time, 0 refused or had none)".into(),
-                targets: vec!["w0".into()],
-                start_ms: 1_500,
-                end_ms: Some(1_850),
-            }]
-        );
-    }
 
     #[test]
     fn the_history_says_what_the_nodes_said() {

@@ -29,12 +29,13 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::chaos_workload::{WorkerEvent, WorkerSpec, run_worker};
+use super::chaos_workload::{WorkerSpec, run_worker};
 use super::clock::ScenarioClock;
 use super::pause::{self, PauseBy, PausePlan};
 use super::record::ModeRecord;
 use crate::checker::history::{OpKind, OpOutcome};
 use crate::commands::parse_duration;
+use crate::judge::events::WorkerEvent;
 use crate::lockut::{LockKind, LockUnderTest};
 use crate::nemesis::{WorkerControl, WorkerId};
 use crate::workload::Mode;

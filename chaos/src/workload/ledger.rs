@@ -32,7 +32,7 @@ use super::Mode;
 pub const ORIGIN: u64 = 0;
 
 /// What a read (or a claim) returned.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct State {
     /// The counter.
     pub value: i64,
@@ -52,7 +52,7 @@ pub struct Applied {
 }
 
 /// A row's state at the end: the row, and every write it accepted.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Final {
     /// The row.
     pub state: Option<State>,

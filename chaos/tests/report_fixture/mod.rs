@@ -285,6 +285,8 @@ pub fn scenario(name: &str, seed: u64, grants_per_mode: usize, failing: bool) ->
         history: Some(format!("history/000-{name}.jsonl")),
         quorum_probe: None,
         ops: Vec::new(),
+        evidence: None,
+        evidence_json: None,
     }
 }
 

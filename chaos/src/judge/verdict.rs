@@ -431,7 +431,7 @@ pub fn verdict(
 
 /// What the lock under test promises in a scenario beyond what its expectation says of
 /// a textbook Redlock.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Promises {
     /// Growing tokens: everywhere but where nodes come back empty within the TTL
     /// (`amnesia-split`: two grants may then share a token, `fenced_redlock::fence`,
