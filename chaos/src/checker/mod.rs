@@ -13,6 +13,8 @@
 //!   of its keys really lived, by the servers' `PTTL`.
 //! - [`leak`]: keys of attempts that were never granted, left on a node long after the
 //!   attempt should have removed them.
+//! - [`release_leak`]: keys of granted leases, left on a node after their release should
+//!   have removed them.
 //! - [`history`]: the history, Jepsen-style: every operation with its invoke and complete
 //!   times, outcome (ok / fail / info) and values; JSON lines.
 //! - [`quorum_probe`]: acquires the rig makes itself while exactly `N − quorum` nodes are
@@ -32,6 +34,7 @@ pub mod history;
 pub mod leak;
 pub mod lost;
 pub mod quorum_probe;
+pub mod release_leak;
 pub mod renewal;
 pub mod report;
 pub mod retire;

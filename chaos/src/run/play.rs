@@ -37,9 +37,9 @@ use super::worker_proc::{self, ProcessControl};
 use crate::checker::availability::{self, idle_fault_windows, recovery};
 use crate::checker::handoff;
 use crate::checker::history::OpKind;
-use crate::checker::leak;
 use crate::checker::renewal::{self, Bound};
 use crate::checker::truth::ClockRates;
+use crate::checker::{leak, release_leak};
 use crate::cluster::{Cluster, NodeId, Verb};
 use crate::lockut::{LockKind, LockUnderTest, Mutation};
 use crate::nemesis::{Nemesis, ScheduledFault};
@@ -488,6 +488,7 @@ pub(crate) async fn play(
     }
     let exempt = leaks::exemptions(&faults);
     let stalls = leaks::outside_faults(&watched_keys.stalls, &faults);
+    let held = leaks::held(&faults);
     let until_us = u64::try_from(duration.as_micros()).unwrap_or(u64::MAX);
     for (mode, samples) in watched.iter().zip(&watched_keys.samples) {
         let granted: HashSet<String> = history
@@ -501,6 +502,19 @@ pub(crate) async fn play(
                 &granted,
                 &exempt,
                 &stalls,
+                scenario_ttl(scenario, env.cfg.ttl),
+                until_us,
+            );
+            let windows = release_leak::Windows {
+                exempt: &exempt,
+                held: &held,
+                stalls: &stalls,
+            };
+            m.leaks.released = release_leak::release_leaks(
+                samples,
+                &history,
+                mode.name(),
+                windows,
                 scenario_ttl(scenario, env.cfg.ttl),
                 until_us,
             );
