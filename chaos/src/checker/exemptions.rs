@@ -69,6 +69,23 @@ pub fn exemptions(faults: &[FaultWindow]) -> Vec<Exempt> {
     out
 }
 
+/// Every window of `faults`, whatever its kind, in µs: a delete may be held while one
+/// lasts ([`crate::checker::release_leak`]); a worker-targeted one covers every node.
+pub fn held(faults: &[FaultWindow]) -> Vec<Exempt> {
+    faults
+        .iter()
+        .flat_map(|f| {
+            let from_us = f.start_ms.saturating_mul(1000);
+            let to_us = f.end_ms.map_or(u64::MAX, |e| e.saturating_mul(1000));
+            f.targets.iter().map(move |t| Exempt {
+                node: target_node(t),
+                from_us,
+                to_us,
+            })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,12 +17,16 @@
 //! ([`crate::run::cpu_stall`]), within the key's life excuses it as a `slow` fault would: the
 //! delete may have been sent in time and be on its way. Such keys are counted apart
 //! ([`LeakSummary::excused`]), so a run on a machine too busy to judge clean-ups says so.
+//!
+//! Keys of granted leases are [`super::release_leak`]'s: a release must remove them.
 
 use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+
+use super::release_leak::ReleaseLeaks;
 
 /// A key that has stood for this share of its TTL without its attempt being granted is
 /// leaked: a correct clean-up comes within the attempt (a node deadline, 20 ms in the
@@ -117,6 +121,10 @@ pub struct LeakSummary {
     /// see `run::cpu_stall`).
     #[serde(default)]
     pub cpu_stalls: u64,
+    /// Keys of granted leases left standing after their release
+    /// ([`crate::checker::release_leak`]; absent from older reports).
+    #[serde(default)]
+    pub released: ReleaseLeaks,
 }
 
 impl LeakSummary {

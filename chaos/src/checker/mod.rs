@@ -14,6 +14,8 @@
 //! - [`leak`]: keys of attempts that were never granted, left on a node long after the
 //!   attempt should have removed them.
 //! - [`exemptions`]: the faults and stalls that excuse a key left standing.
+//! - [`release_leak`]: keys of granted leases, left on a node after their release should
+//!   have removed them.
 //! - [`history`]: the history, Jepsen-style: every operation with its invoke and complete
 //!   times, outcome (ok / fail / info) and values; JSON lines.
 //! - [`quorum_probe`]: acquires the rig makes itself while exactly `N − quorum` nodes are
@@ -34,6 +36,7 @@ pub mod history;
 pub mod leak;
 pub mod lost;
 pub mod quorum_probe;
+pub mod release_leak;
 pub mod renewal;
 pub mod report;
 pub mod retire;

@@ -11,12 +11,12 @@ use super::evidence::Evidence;
 use super::record::tally;
 use super::verdict::{judge_late_retire, judge_quorum_probe, verdict_for};
 use crate::checker::availability::{self, idle_fault_windows, recovery};
-use crate::checker::exemptions::{exemptions, outside_faults};
+use crate::checker::exemptions::{exemptions, held, outside_faults};
 use crate::checker::handoff;
 use crate::checker::history::{Op, OpKind};
-use crate::checker::leak;
 use crate::checker::quorum_probe::QuorumProbe;
 use crate::checker::renewal::{self, Bound};
+use crate::checker::{leak, release_leak};
 use crate::report::{FaultWindow, ModeReport, ModeTimeline, Verdict};
 use crate::scenario::Expectation;
 
@@ -96,6 +96,7 @@ pub fn judge(e: &Evidence, ops: &[Op]) -> Judged {
     }
     let exempt = exemptions(&faults);
     let stalls = outside_faults(&e.stalls, &faults);
+    let held = held(&faults);
     for m in &e.modes {
         let Some(samples) = &m.keys else { continue };
         let granted: HashSet<String> = history
@@ -105,6 +106,19 @@ pub fn judge(e: &Evidence, ops: &[Op]) -> Judged {
             .collect();
         if let Some(report) = modes.get_mut(&m.name) {
             report.leaks = leak::leaks(samples, &granted, &exempt, &stalls, ttl, setup.duration_us);
+            let windows = release_leak::Windows {
+                exempt: &exempt,
+                held: &held,
+                stalls: &stalls,
+            };
+            report.leaks.released = release_leak::release_leaks(
+                samples,
+                &history,
+                &m.name,
+                windows,
+                ttl,
+                setup.duration_us,
+            );
         }
     }
     let mut verdict = verdict_for(

@@ -9,6 +9,7 @@
 //! | the lock holds | every mode: 0 exclusion violations, 0 fence-token regressions, every lost update a stale write's doing (checked loss by loss from the resource's log); claim_first lost 0 | any check fails |
 //! | may violate, fencing holds | claim_first lost = 0; the rest is reported | claim_first lost anything |
 //! | must show X | every mode: sections > 0; `none`, the canary, runs on the rig's plain lock and shows X (a lost update, or an exclusion violation) — else the rig is blind, and the verdict unknown; the other modes run the lock under test: for a lost update, the lock holds as above; for an exclusion violation, fencing tokens still grow (except across amnesia within the TTL: `amnesia-split`); claim_first lost 0; the rest is reported | claim_first lost anything, (lost update) the lock did not hold, or (exclusion violation) a token did not grow |
+//! | any, besides (every mode on the lock under test) | no leaked key: none of a never-granted attempt standing 80 % of its TTL, none of a granted lease standing half a TTL past its release (both below) | a key left standing (safety) |
 //!
 //! Each check is *safety* or *liveness*. The liveness checks are sections > 0, a grant
 //! after every heal, a completed section in every long minority fault, acquires that felt
@@ -27,6 +28,13 @@
 //! Every scenario, every mode: no key of a never-granted attempt may stand for 80 % of its
 //! TTL on a node whose faults keep one connection's requests in order ([`crate::checker::leak`]);
 //! a failed attempt must remove its keys wherever they may be.
+//!
+//! Every scenario, every mode: no key of a granted lease may stand on a node half a TTL after
+//! its release completed (after its validity end, when the release failed; after the worker
+//! went on, when none was recorded), unless a fault that may keep a delete from the node hit
+//! it during the lease; a fault that only holds requests back moves the deadline to its heal
+//! ([`crate::checker::release_leak`]): a release must remove its keys wherever the acquire
+//! may have set them, not only where it said yes.
 //!
 //! Every scenario, every mode: a renewed lease whose keys a quorum of nodes forgot while it
 //! held hears of it from its renewer, not only as `Expired` more than half a TTL later
@@ -98,6 +106,9 @@ verdicts (chaos run; none, checked, write_only and claim_first run at once in ev
                                    when its validity runs out (more than half a TTL after the keys were gone)
   every scenario, every mode: no key of a never-granted attempt left standing for 80 % of its TTL on a node
                                    whose faults keep requests in order (freeze, muted or split replies, clock jumps)
+  every scenario, every mode: no key of a granted lease left standing half a TTL after its release (after its
+                                   validity end if the release failed) on a node without such a fault in the
+                                   lease; an order-keeping fault on the node moves the deadline to its heal
   every mode whose workers share one client (connection faults): of 10 or more releases that handed the lock to a
                                    sibling already waiting, with 100 ms of validity left, at least half granted the
                                    sibling before the released lease's validity end (a release frees its client)
@@ -331,6 +342,38 @@ fn no_leaks(check: &mut dyn FnMut(&str, bool, String), name: &str, m: &ModeRepor
             l.leaked,
             100.0 * crate::checker::leak::LEAK_AGE,
             l.samples
+        ),
+    );
+}
+
+/// No key of a granted lease stood past its release on a node that could receive the
+/// delete (nothing to judge when the keys were not watched).
+fn no_release_leaks(check: &mut dyn FnMut(&str, bool, String), name: &str, m: &ModeReport) {
+    let (l, r) = (&m.leaks, &m.leaks.released);
+    if !l.watched() {
+        return;
+    }
+    let examples = if r.examples.is_empty() {
+        String::new()
+    } else {
+        format!("; e.g. {}", r.examples.join("; "))
+    };
+    let excused = if r.excused == 0 {
+        String::new()
+    } else {
+        format!(
+            "; {} more not judged: the watcher saw their node, the machine or the lock's process stall after the release was sent",
+            r.excused
+        )
+    };
+    check(
+        name,
+        r.leaked == 0,
+        format!(
+            "{name}: {} keys of released leases left standing past their release (want 0: a release removes its keys wherever the acquire may have set them, within {:.0} % of the TTL; {} grants judged){excused}{examples}",
+            r.leaked,
+            100.0 * crate::checker::release_leak::RELEASE_ALLOWANCE,
+            r.judged
         ),
     );
 }
@@ -730,8 +773,15 @@ pub fn verdict_for(
                     m.leaks.leaked
                 ));
             }
+            if m.leaks.released.leaked > 0 {
+                notes.push(format!(
+                    "reported: {name} (the canary, not the lock under test): {} keys of released leases left standing",
+                    m.leaks.released.leaked
+                ));
+            }
         } else {
             no_leaks(&mut check, name, m);
+            no_release_leaks(&mut check, name, m);
         }
         let r = &m.recovery;
         if r.heals > 0 || r.fault_gap_ms.is_some() {
@@ -1506,6 +1556,84 @@ mod tests {
                 .any(|r| r.contains("never-granted")),
             "{:?}",
             unwatched.reasons
+        );
+    }
+
+    #[test]
+    fn a_key_left_by_a_release_fails_every_expectation_as_safety() {
+        use crate::checker::leak::LeakSummary;
+        use crate::checker::release_leak::ReleaseLeaks;
+        let leaky = ModeReport {
+            leaks: LeakSummary {
+                samples: 40,
+                released: ReleaseLeaks {
+                    judged: 9,
+                    leaked: 2,
+                    examples: vec!["n3 at 1.145 s: token a…".into()],
+                    excused: 1,
+                },
+                ..LeakSummary::default()
+            },
+            ..paused(3)
+        };
+        for e in Expectation::ALL {
+            let v = verdict(e, &modes(paused(3), leaky.clone()), &[], true);
+            assert!(
+                v.failed_modes.contains(&"claim_first".to_owned()),
+                "{e}: {:?}",
+                v.reasons
+            );
+            assert!(
+                v.reasons.iter().any(|r| r.starts_with(
+                    "FAILED (safety): claim_first: 2 keys of released leases left standing"
+                ) && r.contains("9 grants judged")
+                    && r.contains("1 more not judged")
+                    && r.contains("n3 at 1.145 s")),
+                "{e}: {:?}",
+                v.reasons
+            );
+            assert_eq!(v.outcome, Outcome::Fail, "{e}: {:?}", v.reasons);
+        }
+        // The canary's are reported, not judged.
+        let v = verdict(
+            Expectation::MustShow(Anomaly::LostUpdate),
+            &modes(
+                ModeReport {
+                    lost: Some(1),
+                    ..leaky.clone()
+                },
+                paused(0),
+            ),
+            &[],
+            true,
+        );
+        assert!(
+            v.reasons.iter().any(|r| r.starts_with(
+                "reported: none (the canary, not the lock under test): 2 keys of released leases"
+            )),
+            "{:?}",
+            v.reasons
+        );
+        assert!(
+            !v.failed_modes.contains(&"none".to_owned()),
+            "{:?}",
+            v.reasons
+        );
+        // A watched run without such keys says so, met.
+        let clean = ModeReport {
+            leaks: LeakSummary {
+                samples: 40,
+                ..LeakSummary::default()
+            },
+            ..paused(3)
+        };
+        let v = verdict(Expectation::LockHolds, &modes(paused(3), clean), &[], true);
+        assert!(
+            v.reasons
+                .iter()
+                .any(|r| r.starts_with("ok: claim_first: 0 keys of released leases")),
+            "{:?}",
+            v.reasons
         );
     }
 
