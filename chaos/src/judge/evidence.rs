@@ -100,7 +100,75 @@ pub struct ModeEvidence {
     /// The final read of its row (`None`: it could not be read).
     pub end: Option<FinalRead>,
     /// Every read of its lock key that found it (`None`: the key was not watched).
+    /// Written as a token table and one `[node, at_us, token, pttl_ms]` row per read
+    /// ([`key_reads`]): the reads are most of a run's evidence, and each token is read
+    /// dozens of times.
+    #[serde(with = "key_reads")]
     pub keys: Option<Vec<KeySample>>,
+}
+
+/// [`ModeEvidence::keys`] on disk: `{"tokens": [...], "reads": [[node, at_us, token
+/// index, pttl_ms], ...]}`, or `null`.
+mod key_reads {
+    use std::collections::HashMap;
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use crate::checker::leak::KeySample;
+
+    #[derive(Serialize, Deserialize)]
+    struct KeyReads {
+        tokens: Vec<String>,
+        reads: Vec<(usize, u64, usize, i64)>,
+    }
+
+    pub(super) fn serialize<S: Serializer>(
+        keys: &Option<Vec<KeySample>>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        let Some(keys) = keys else {
+            return s.serialize_none();
+        };
+        let mut index: HashMap<&str, usize> = HashMap::new();
+        let mut tokens: Vec<String> = Vec::new();
+        let reads = keys
+            .iter()
+            .map(|k| {
+                let t = *index.entry(&k.token).or_insert_with(|| {
+                    tokens.push(k.token.clone());
+                    tokens.len() - 1
+                });
+                (k.node, k.at_us, t, k.pttl_ms)
+            })
+            .collect();
+        s.serialize_some(&KeyReads { tokens, reads })
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<Vec<KeySample>>, D::Error> {
+        let Some(r) = Option::<KeyReads>::deserialize(d)? else {
+            return Ok(None);
+        };
+        r.reads
+            .into_iter()
+            .map(|(node, at_us, t, pttl_ms)| {
+                let token = r.tokens.get(t).cloned().ok_or_else(|| {
+                    serde::de::Error::custom(format!(
+                        "a key read names token {t} of {}",
+                        r.tokens.len()
+                    ))
+                })?;
+                Ok(KeySample {
+                    node,
+                    at_us,
+                    token,
+                    pttl_ms,
+                })
+            })
+            .collect::<Result<Vec<_>, D::Error>>()
+            .map(Some)
+    }
 }
 
 /// A mode's entries in the order they came.
@@ -368,5 +436,22 @@ mod tests {
         e.format = EVIDENCE_FORMAT;
         std::fs::write(&path, serde_json::to_vec(&e).expect("json")).expect("write");
         assert_eq!(Evidence::load(&path).expect("reads"), e);
+    }
+
+    #[test]
+    fn key_reads_are_written_once_per_token_and_a_read_of_a_missing_token_is_refused() {
+        let e = sample(&crate::scenario::SCENARIOS[0]);
+        let json = serde_json::to_value(&e.modes[0]).expect("json");
+        assert_eq!(json["keys"]["tokens"], serde_json::json!(["ab"]));
+        assert_eq!(json["keys"]["reads"], serde_json::json!([[4, 77, 0, -1]]));
+        assert_eq!(json["keys"].get("token"), None);
+        let mut bad = json.clone();
+        bad["keys"]["reads"] = serde_json::json!([[4, 77, 1, -1]]);
+        let err = serde_json::from_value::<ModeEvidence>(bad).expect_err("refused");
+        assert!(err.to_string().contains("names token 1 of 1"), "{err}");
+        assert_eq!(
+            serde_json::from_value::<ModeEvidence>(json).expect("reads"),
+            e.modes[0]
+        );
     }
 }

@@ -160,3 +160,111 @@ fn run_verdict(recorded: &ChaosReport, scenarios: &[ScenarioReport]) -> Outcome 
         .iter()
         .fold(run_level, |acc, s| acc.worst(s.verdict.outcome))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::Read;
+    use std::path::PathBuf;
+
+    use super::*;
+
+    /// The committed recorded run `name` (`fixtures/NAME`, every file gzipped) unpacked
+    /// into a fresh directory, as `chaos run --report` wrote it.
+    fn unpacked(name: &str) -> tempfile::TempDir {
+        let from: PathBuf = [env!("CARGO_MANIFEST_DIR"), "src/judge/fixtures", name]
+            .iter()
+            .collect();
+        let to = tempfile::tempdir().expect("tempdir");
+        let mut stack = vec![from.clone()];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).expect("fixture dir") {
+                let path = entry.expect("entry").path();
+                if path.is_dir() {
+                    stack.push(path);
+                    continue;
+                }
+                let rel = path.strip_prefix(&from).expect("inside");
+                let out = to.path().join(rel.with_extension(""));
+                std::fs::create_dir_all(out.parent().expect("parent")).expect("mkdir");
+                let mut text = Vec::new();
+                flate2::read::GzDecoder::new(std::fs::File::open(&path).expect("open"))
+                    .read_to_end(&mut text)
+                    .expect("gunzip");
+                std::fs::write(out, text).expect("write");
+            }
+        }
+        to
+    }
+
+    /// Judging a committed run again gives what the live run reported, scenario by
+    /// scenario, numbers, faults, timeline and reasons included. A change to a check
+    /// that changes a recorded verdict fails here: if it is meant, re-judge the fixture
+    /// (`chaos judge --write`, then gzip the files back) and say why in the commit.
+    fn replays_as_recorded(name: &str, outcome: Outcome) -> Replay {
+        let dir = unpacked(name);
+        let replay = rejudge(dir.path()).expect("judged again");
+        for s in &replay.scenarios {
+            assert!(
+                s.judged.is_some(),
+                "{name}: {} has evidence",
+                s.recorded.name
+            );
+            assert!(
+                s.same(),
+                "{name}: {}: {:#?}",
+                s.recorded.name,
+                s.differences()
+            );
+        }
+        assert_eq!(replay.report.verdict, outcome, "{name}");
+        replay
+    }
+
+    #[test]
+    fn a_busy_machine_run_of_a_correct_lock_is_judged_again_as_it_passed() {
+        // `latency` beside `stress-ng --cpu 4` on 2 cores: the stalls the watcher saw are
+        // in the evidence, and excuse what they excused live.
+        let replay = replays_as_recorded("busy-latency", Outcome::Pass);
+        let modes = &replay.report.scenarios[0].modes;
+        assert!(modes.values().all(|m| m.leaks.stalls > 0), "{modes:#?}");
+    }
+
+    #[test]
+    fn a_broken_lock_is_judged_again_as_it_failed_with_the_same_reasons() {
+        // `--lock quorum-of-one`: a grant on one vote; holders overlap in every mode.
+        let replay = replays_as_recorded("quorum-of-one-kill-minority", Outcome::Fail);
+        let reasons = &replay.report.scenarios[0].verdict.reasons;
+        assert!(
+            reasons
+                .iter()
+                .any(|r| r.starts_with("FAILED (safety): claim_first:")
+                    && r.contains("exclusion violations")),
+            "{reasons:#?}"
+        );
+    }
+
+    #[test]
+    fn evidence_that_says_otherwise_is_judged_otherwise_and_the_difference_named() {
+        // The same broken run with its history emptied: no lost update, no acquire is
+        // left to judge tokens by; the judgement changes and says where.
+        let dir = unpacked("quorum-of-one-kill-minority");
+        for entry in std::fs::read_dir(dir.path().join("history")).expect("history") {
+            std::fs::write(entry.expect("entry").path(), "").expect("emptied");
+        }
+        let replay = rejudge(dir.path()).expect("judged again");
+        let s = &replay.scenarios[0];
+        assert!(!s.same());
+        let diff = s.differences();
+        assert!(
+            diff.iter().any(|d| d.starts_with("only recorded: ")),
+            "{diff:#?}"
+        );
+    }
+
+    #[test]
+    fn a_directory_without_a_run_is_refused_with_what_to_give() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let err = rejudge(dir.path()).expect_err("no report.json").to_string();
+        assert!(err.contains("report.json"), "{err}");
+    }
+}
