@@ -475,8 +475,7 @@ pub(crate) async fn play(
     for (name, m) in modes.iter_mut() {
         if let Some(t) = timeline.get(name) {
             m.idle_fault_windows = idle_fault_windows(&faults, t, &blocked);
-            let minority = scenario.expectation == Expectation::SafeAndAvailable;
-            m.recovery = recovery(&faults, t, end_ms, minority, &blocked);
+            m.recovery = recovery(&faults, t, end_ms, env.cluster.nodes(), &blocked);
         }
     }
     // Hand-offs inside one client: only where a mode's workers share one.
