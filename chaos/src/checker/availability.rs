@@ -53,9 +53,11 @@ pub const RESUME_LIMIT_MS: u64 = 3_000;
 /// leave to be judged when it leaves less than [`RESUME_LIMIT_MS`]: a grant is then due
 /// within the room. The correct lock's slowest resumes were 86 ms where sections are short
 /// and 1,279 ms in `renewal-majority` (2026-12-03, above), whose holders finish sections
-/// of up to 5 × TTL before they ask again; measured again for issue 49 (2026-12-07,
-/// local, 20 s, seed 7, the machine shared): see `docs/rig.md`. 1.5 s is above both and
-/// below the 2 s a 20 s run's schedule leaves after its last heal, so that heal is judged.
+/// of up to 5 × TTL before they ask again. Again for issue 49 (2026-12-07, local, 20 s,
+/// seed 7, load 4-6 on 2 cores): 884 ms in `renewal-majority`, 961 ms in `renewal`, at
+/// most 75 ms elsewhere (`kill-minority`, `clock-jump`, `connection-majority`,
+/// `clock-skew-majority`). 1.5 s is above all of them and below the 2 s a 20 s run's
+/// schedule leaves after its last heal, so that heal is judged.
 pub const RESUME_FLOOR_MS: u64 = 1_500;
 
 /// The longest gap between grants a minority fault may cause, as a multiple of the mode's
