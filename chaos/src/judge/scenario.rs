@@ -18,7 +18,6 @@ use crate::checker::quorum_probe::QuorumProbe;
 use crate::checker::renewal::{self, Bound};
 use crate::checker::{leak, release_leak};
 use crate::report::{FaultWindow, ModeReport, ModeTimeline, Verdict};
-use crate::scenario::Expectation;
 
 /// A scenario judged: what its report shows.
 #[derive(Debug, Clone, PartialEq)]
@@ -83,8 +82,7 @@ pub fn judge(e: &Evidence, ops: &[Op]) -> Judged {
     for (name, m) in modes.iter_mut() {
         if let Some(t) = timeline.get(name) {
             m.idle_fault_windows = idle_fault_windows(&faults, t, &blocked);
-            let minority = scenario.expectation == Expectation::SafeAndAvailable;
-            m.recovery = recovery(&faults, t, end_ms, minority, &blocked);
+            m.recovery = recovery(&faults, t, end_ms, setup.nodes, &blocked);
         }
     }
     // Hand-offs inside one client: only where a mode's workers share one.

@@ -11,6 +11,12 @@
 //! | must show X | every mode: sections > 0; `none`, the canary, runs on the rig's plain lock and shows X (a lost update, or an exclusion violation) — else the rig is blind, and the verdict unknown; the other modes run the lock under test: for a lost update, the lock holds as above; for an exclusion violation, fencing tokens still grow (except across amnesia within the TTL: `amnesia-split`); claim_first lost 0; the rest is reported | claim_first lost anything, (lost update) the lock did not hold, or (exclusion violation) a token did not grow |
 //! | any, besides (every mode on the lock under test) | no leaked key: none of a never-granted attempt standing 80 % of its TTL, none of a granted lease standing half a TTL past its release (both below) | a key left standing (safety) |
 //!
+//! A liveness check that judged nothing of what the scenario's faults gave it — heals with
+//! room for a grant after them, none judged; node faults of 2 s or more, none with 2 s in
+//! which a grant was possible — says so, and the outcome is [`Outcome::Unknown`], never a
+//! silent pass ([`crate::checker::availability`], "What the faults take away"). Where the
+//! faults gave it nothing (no heal, or none with room by the schedule), it says nothing.
+//!
 //! Each check is *safety* or *liveness*. The liveness checks are sections > 0, a grant
 //! after every heal, a completed section in every long minority fault, acquires that felt
 //! a majority loss (all made through one `Liveness` value) and the quorum probe; every
@@ -74,7 +80,7 @@
 use std::cell::Cell;
 use std::collections::BTreeMap;
 
-use crate::checker::availability::{GAP_FACTOR, GAP_FLOOR_MS, RESUME_LIMIT_MS};
+use crate::checker::availability::{GAP_FACTOR, GAP_FLOOR_MS, RESUME_FLOOR_MS, RESUME_LIMIT_MS};
 use crate::checker::quorum_probe::QuorumProbe;
 use crate::report::model::{CheckKind, IDLE_FAULT_MIN_MS};
 use crate::report::{ModeReport, Outcome, Verdict};
@@ -101,7 +107,12 @@ verdicts (chaos run; none, checked, write_only and claim_first run at once in ev
                                    lock holds as above; an exclusion violation (clock jumps): tokens still grow
                                    (not across amnesia within the TTL); the rest is reported
   after every heal (safe and available, unavailable, the lock holds, tokens grow): a grant within 3 s, not
-                                   counting time the rig saw the machine stall or a quorum of nodes down or late
+                                   counting time the rig saw the machine stall or a quorum of nodes down or late;
+                                   where the next fault that takes a quorum's votes away (by its kind and targets,
+                                   whatever the expectation) or the run's end leaves less, but 1.5 s or more: a
+                                   grant before it; less: not judged (counted). None judged of the heals the
+                                   faults left 1.5 s -> unknown (exit 2); likewise a safe-and-available scenario
+                                   none of whose node faults of 2 s or more left 2 s in which a grant was possible
   every scenario, every mode: a renewed lease whose keys a quorum forgot hears it from its renewer, not only
                                    when its validity runs out (more than half a TTL after the keys were gone)
   every scenario, every mode: no key of a never-granted attempt left standing for 80 % of its TTL on a node
@@ -290,10 +301,18 @@ impl Liveness<'_> {
             self.kind.set(CheckKind::Safety);
         }
     }
+
+    /// A check that judged nothing of what the scenario's faults gave it: unknown, never a
+    /// pass (issue 49).
+    fn judged_nothing(&mut self, text: String) {
+        self.unjudged.push(format!("unknown: {text}"));
+    }
 }
 
 /// Grants resumed within [`RESUME_LIMIT_MS`] of every heal that left that much run (time in
-/// which no lock could be granted not counted: [`crate::checker::availability::blocked`]).
+/// which no lock could be granted not counted: [`crate::checker::availability::blocked`]),
+/// or within its room when that was shorter but at least [`RESUME_FLOOR_MS`]; unknown when
+/// the faults gave heals room and none was judged.
 fn resumes(
     check: &mut dyn FnMut(&str, bool, String),
     live: &mut Liveness,
@@ -301,6 +320,15 @@ fn resumes(
     m: &ModeReport,
 ) {
     let r = &m.recovery;
+    if r.resumes_unjudged() {
+        live.judged_nothing(format!(
+            "{name}: no heal judged of the {} the faults left {} ms or more before the next quorum loss or the end (the machine's stalls left less possible time than that: a grant after a heal was not shown; {})",
+            r.promised,
+            RESUME_FLOOR_MS,
+            r.describe()
+        ));
+        return;
+    }
     live.check(
         check,
         name,
@@ -628,16 +656,25 @@ pub fn verdict_for(
                             m.sections
                         ),
                     );
-                    live.check(
-                        &mut check,
-                        name,
-                        m.idle_fault_windows == 0,
-                        format!(
-                            "{name}: {} minority faults of {} s or more without a completed section (want 0: a minority fault must not stop the lock)",
-                            m.idle_fault_windows,
+                    if r.long_faults_unjudged() {
+                        live.judged_nothing(format!(
+                            "{name}: none of the {} node faults of {} s or more left {} s in which a grant was possible (the machine stalled or a quorum was down or late): a section during a minority fault was not shown",
+                            r.long_faults,
+                            IDLE_FAULT_MIN_MS / 1000,
                             IDLE_FAULT_MIN_MS / 1000
-                        ),
-                    );
+                        ));
+                    } else {
+                        live.check(
+                            &mut check,
+                            name,
+                            m.idle_fault_windows == 0,
+                            format!(
+                                "{name}: {} minority faults of {} s or more without a completed section (want 0: a minority fault must not stop the lock)",
+                                m.idle_fault_windows,
+                                IDLE_FAULT_MIN_MS / 1000
+                            ),
+                        );
+                    }
                 } else {
                     live.check(
                         &mut check,
@@ -784,7 +821,7 @@ pub fn verdict_for(
             no_release_leaks(&mut check, name, m);
         }
         let r = &m.recovery;
-        if r.heals > 0 || r.fault_gap_ms.is_some() {
+        if r.heals > 0 || r.unjudged > 0 || r.fault_gap_ms.is_some() {
             notes.push(format!("availability: {name}: {}", r.describe()));
         }
     }
@@ -1724,6 +1761,167 @@ mod tests {
             "{:?}",
             v.reasons
         );
+    }
+
+    /// Issue 49: a check that judged nothing the faults gave it is unknown, never a pass —
+    /// and where the faults gave it nothing (no heal with room, no long fault), it says
+    /// nothing and the scenario passes.
+    #[test]
+    fn a_liveness_check_that_judged_nothing_it_was_given_is_unknown() {
+        use crate::checker::availability::Recovery;
+        let unjudged = ModeReport {
+            recovery: Recovery {
+                promised: 2,
+                unjudged: 2,
+                long_faults: 1,
+                ..Recovery::default()
+            },
+            // An acquire error each: the majority loss was felt, where one is expected.
+            ..mode(10, 0, 0, 1)
+        };
+        let felt = |claim: &ModeReport| {
+            let mut m = modes(mode(10, 0, 0, 1), claim.clone());
+            m.values_mut().for_each(|m| m.acquire_errors = 1);
+            m
+        };
+        for e in [
+            Expectation::SafeAndAvailable,
+            Expectation::UnavailableButSafe,
+            Expectation::LockHolds,
+            Expectation::TokensGrow,
+        ] {
+            let v = verdict(e, &felt(&unjudged), &[], true);
+            assert_eq!(v.outcome, Outcome::Unknown, "{e}: {:?}", v.reasons);
+            assert!(
+                v.reasons.iter().any(|r| r.starts_with(
+                    "unknown: claim_first: no heal judged of the 2 the faults left 1500 ms or more"
+                )),
+                "{e}: {:?}",
+                v.reasons
+            );
+            assert!(
+                !v.reasons.iter().any(|r| CheckKind::of(r).is_some()),
+                "nothing failed: {:?}",
+                v.reasons
+            );
+        }
+        let v = verdict(
+            Expectation::SafeAndAvailable,
+            &modes(paused(3), unjudged.clone()),
+            &[],
+            true,
+        );
+        assert!(
+            v.reasons.iter().any(|r| r.starts_with(
+                "unknown: claim_first: none of the 1 node faults of 2 s or more left 2 s"
+            )),
+            "{:?}",
+            v.reasons
+        );
+        // A late heal judged beside unjudged ones is still a liveness failure.
+        let late = ModeReport {
+            recovery: Recovery {
+                heals: 1,
+                late: 1,
+                ..unjudged.recovery.clone()
+            },
+            ..unjudged.clone()
+        };
+        let v = verdict(Expectation::LockHolds, &modes(paused(3), late), &[], true);
+        assert_eq!(v.outcome, Outcome::Unavailable, "{:?}", v.reasons);
+        // Nothing promised (a scenario without heals, or whose heals all came too close to
+        // the next quorum loss or the end by its schedule): nothing unknown.
+        let nothing = ModeReport {
+            recovery: Recovery {
+                unjudged: 3,
+                ..Recovery::default()
+            },
+            ..mode(10, 0, 0, 0)
+        };
+        for e in [Expectation::SafeAndAvailable, Expectation::LockHolds] {
+            let v = verdict(e, &modes(paused(3), nothing.clone()), &[], true);
+            assert_eq!(v.outcome, Outcome::Pass, "{e}: {:?}", v.reasons);
+        }
+    }
+
+    /// Issue 49: a lock that never grants again after the first heal is late in every
+    /// built-in scenario whose resumes are judged and whose schedule heals a node (20 s,
+    /// seed 7, the schedules a run plays): before, `recovery` was told "minority" only for
+    /// safe-and-available scenarios, every heal of the others was "cut short" by the next
+    /// fault, the last came 2 s before the end, and ten passed. Only scenarios with no node
+    /// fault at all have no heal to judge, and one whose only heal comes too close to the end.
+    #[test]
+    fn a_lock_that_stops_granting_is_late_in_every_scenario_that_heals_a_node() {
+        use crate::checker::availability::{blocked, recovery};
+        use crate::nemesis::Targets;
+        use crate::report::{FaultWindow, GrantSpan, ModeTimeline, Ms};
+        use crate::run::suite::scenario_seed;
+        use crate::scenario::SCENARIOS;
+        use std::time::Duration;
+        let (run, nodes) = (Duration::from_secs(20), 5);
+        let end_ms = 20_000;
+        let (mut no_heal, mut no_room) = (Vec::new(), Vec::new());
+        for s in SCENARIOS.iter() {
+            let judged = !matches!(
+                s.expectation,
+                Expectation::MayViolateFencingHolds | Expectation::MustShow(_)
+            );
+            if !judged {
+                continue;
+            }
+            let schedule = s.schedule(run, nodes, crate::run::DEFAULT_WORKERS, scenario_seed(7, s));
+            let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+            let faults: Vec<FaultWindow> = schedule
+                .faults
+                .iter()
+                .map(|f| FaultWindow {
+                    kind: f.fault.name().into(),
+                    detail: String::new(),
+                    targets: match &f.targets {
+                        Targets::Nodes(n) => n.iter().map(|n| n.target()).collect(),
+                        Targets::Workers(w) => w.iter().map(|w| format!("w{}", w.0)).collect(),
+                    },
+                    start_ms: ms(f.start),
+                    end_ms: Some(ms(f.end)),
+                })
+                .collect();
+            let first = faults.iter().map(|f| f.start_ms).min().unwrap_or(end_ms);
+            // Granted until the first fault, never after.
+            let t = ModeTimeline {
+                grants: (0..first / 100)
+                    .map(|i| GrantSpan {
+                        worker: 0,
+                        fence: None,
+                        start_ms: Ms(i * 100_000),
+                        end_ms: Ms(i * 100_000 + 5_000),
+                        valid_until_ms: Ms(i * 100_000 + 200_000),
+                        accepted: true,
+                        done_ms: Ms(i * 100_000 + 5_000),
+                        abandoned: false,
+                        stale: false,
+                    })
+                    .collect(),
+                ..ModeTimeline::default()
+            };
+            let stuck = blocked(&[], &faults, nodes, end_ms);
+            let r = recovery(&faults, &t, end_ms, nodes, &stuck);
+            if r.heals + r.unjudged == 0 {
+                no_heal.push(s.name.as_str());
+                continue;
+            }
+            if r.promised == 0 {
+                no_room.push(s.name.as_str());
+                continue;
+            }
+            assert!(
+                r.late > 0,
+                "{}: a lock that stopped granting passed: {r:?}",
+                s.name
+            );
+        }
+        assert_eq!(no_heal, ["client-stall", "task-pause", "retire-late"]);
+        // Its slow links heal at 97 % of the run, 0.6 s before the end: no room to judge.
+        assert_eq!(no_room, ["slow-client-race"]);
     }
 
     #[test]
