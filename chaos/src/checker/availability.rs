@@ -420,12 +420,34 @@ pub fn recovery(
         }
     }
     let long = long_faults(faults);
+    let sections = section_starts(t);
     r.long_faults = long.len() as u64;
+    // A fault in which a section was granted and accepted showed the lock working, whatever
+    // stalled around it: judged (and passed) by the lock itself. Only a fault without one
+    // needs enough possible time to be held against the lock.
     r.long_faults_judged = long
         .iter()
-        .filter(|&&(a, b)| judged_long(a, b, blocked))
+        .filter(|&&(a, b)| judged_long(a, b, blocked) || shows_a_section(a, b, &sections))
         .count() as u64;
     r
+}
+
+/// When each accepted section was granted, ms, sorted.
+fn section_starts(t: &ModeTimeline) -> Vec<u64> {
+    let mut done: Vec<u64> = t
+        .grants
+        .iter()
+        .filter(|g| g.accepted)
+        .map(|g| g.start_ms.0 / 1000)
+        .collect();
+    done.sort_unstable();
+    done
+}
+
+/// Whether a section of `sections` (sorted) was granted in `[a, b)`.
+fn shows_a_section(a: u64, b: u64, sections: &[u64]) -> bool {
+    let i = sections.partition_point(|d| *d < a);
+    sections.get(i).is_some_and(|d| *d < b)
 }
 
 /// Healed node faults (every target a node) of at least [`IDLE_FAULT_MIN_MS`] by the
@@ -451,20 +473,11 @@ fn judged_long(a: u64, b: u64, blocked: &[(u64, u64)]) -> bool {
 /// on a busy machine a 2.4 s fault with 0.5 s of stalls in it left the lock 1.9 s, and a
 /// correct lock on a fresh clone was failed for the machine's pauses (issue 49).
 pub fn idle_fault_windows(faults: &[FaultWindow], t: &ModeTimeline, blocked: &[(u64, u64)]) -> u64 {
-    let mut done: Vec<u64> = t
-        .grants
-        .iter()
-        .filter(|g| g.accepted)
-        .map(|g| g.start_ms.0 / 1000)
-        .collect();
-    done.sort_unstable();
+    let done = section_starts(t);
     long_faults(faults)
         .into_iter()
         .filter(|&(a, b)| judged_long(a, b, blocked))
-        .filter(|(a, b)| {
-            let i = done.partition_point(|d| d < a);
-            done.get(i).is_none_or(|d| d >= b)
-        })
+        .filter(|&(a, b)| !shows_a_section(a, b, &done))
         .count() as u64
 }
 
@@ -717,6 +730,20 @@ mod tests {
         let r = recovery(&faults, &grants(&[100]), 20_000, 5, &[(1_500, 2_100)]);
         assert_eq!((r.long_faults, r.long_faults_judged), (1, 0));
         assert!(r.long_faults_unjudged());
+    }
+
+    #[test]
+    fn a_fault_that_shows_a_section_is_judged_whatever_stalled_in_it() {
+        // kill-minority on a loaded 2-core machine (2026-12-08, suite seed 7): the rig's
+        // CPU-stall watch covered most of every kill, yet sections were granted in each.
+        let faults = [fault("n1", 1_000, 3_500)];
+        let stalled = [(1_000, 3_400)];
+        let r = recovery(&faults, &grants(&[100, 2_000]), 20_000, 5, &stalled);
+        assert_eq!((r.long_faults, r.long_faults_judged), (1, 1), "{r:?}");
+        assert!(!r.long_faults_unjudged());
+        // No section in it and no possible time: not judged.
+        let r = recovery(&faults, &grants(&[100, 4_000]), 20_000, 5, &stalled);
+        assert!(r.long_faults_unjudged(), "{r:?}");
     }
 
     #[test]
