@@ -37,7 +37,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::checker::leak::Exempt;
+use crate::checker::keys::Exempt;
 use crate::report::model::{IDLE_FAULT_MIN_MS, target_node};
 use crate::report::{FaultWindow, ModeTimeline};
 

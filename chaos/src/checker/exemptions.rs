@@ -5,7 +5,8 @@
 
 use std::time::Duration;
 
-use super::leak::{self, Exempt, exempt};
+use super::keys::Exempt;
+use super::leak::{self, exempt};
 use crate::report::FaultWindow;
 use crate::report::model::target_node;
 

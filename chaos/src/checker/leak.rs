@@ -26,6 +26,8 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::keys::{Exempt, KeySample};
+
 use super::release_leak::ReleaseLeaks;
 
 /// A key that has stood for this share of its TTL without its attempt being granted is
@@ -47,31 +49,6 @@ pub fn exempt_at_heal(kind: &str) -> bool {
 /// How long after a connection-closing heal a delete may still be lost with the closed
 /// connection (the lock learns of the close on its next write and reconnects).
 pub const HEAL_CLOSE: Duration = Duration::from_millis(100);
-
-/// One read of a mode's lock key on one node that found it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct KeySample {
-    /// Node index.
-    pub node: usize,
-    /// When the read completed, µs on the scenario clock.
-    pub at_us: u64,
-    /// The owner token in the key.
-    pub token: String,
-    /// Its remaining TTL, ms (`PTTL`; negative: no expiry).
-    pub pttl_ms: i64,
-}
-
-/// When a node could not be expected to receive a delete: `[from_us, to_us)` on the
-/// scenario clock, `node: None` for every node (a stalled client cannot send its clean-up).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Exempt {
-    /// The node, or every node.
-    pub node: Option<usize>,
-    /// From.
-    pub from_us: u64,
-    /// To.
-    pub to_us: u64,
-}
 
 /// Fault kinds (as in the report) under which a delete may not reach a node that got the
 /// `SET` for the whole window: the node is killed or restarted, its link is cut, reset or truncated, or its

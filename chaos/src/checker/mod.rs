@@ -13,6 +13,7 @@
 //!   of its keys really lived, by the servers' `PTTL`.
 //! - [`leak`]: keys of attempts that were never granted, left on a node long after the
 //!   attempt should have removed them.
+//! - [`keys`]: what the key watcher records (key reads, windows that excuse a key).
 //! - [`exemptions`]: the faults and stalls that excuse a key left standing.
 //! - [`release_leak`]: keys of granted leases, left on a node after their release should
 //!   have removed them.
@@ -33,6 +34,7 @@ pub mod exemptions;
 pub mod fence;
 pub mod handoff;
 pub mod history;
+pub mod keys;
 pub mod leak;
 pub mod lost;
 pub mod quorum_probe;

@@ -68,7 +68,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::history::{Op, OpKind, OpOutcome};
-use super::leak::{Exempt, KeySample};
+use super::keys::{Exempt, KeySample};
 
 /// A granted lease's key may stand for this share of the TTL after its release was due
 /// (100 ms of the rig's 200 ms TTL): a delete still in flight when the release returned is

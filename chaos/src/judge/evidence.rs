@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use super::events::WorkerEvent;
 use super::verdict::Promises;
-use crate::checker::leak::{Exempt, KeySample};
+use crate::checker::keys::{Exempt, KeySample};
 use crate::checker::quorum_probe::QuorumProbe;
 use crate::checker::renewal::Forgot;
 use crate::checker::truth::ClockRates;
@@ -114,7 +114,7 @@ mod key_reads {
 
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-    use crate::checker::leak::KeySample;
+    use crate::checker::keys::KeySample;
 
     #[derive(Serialize, Deserialize)]
     struct KeyReads {

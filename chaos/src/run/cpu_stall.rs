@@ -36,7 +36,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::clock::ScenarioClock;
 use super::leaks::{EVERY, LATE};
-use crate::checker::leak::Exempt;
+use crate::checker::keys::Exempt;
 
 /// The processes to watch, asked before each read: the runner and its live worker
 /// processes.

@@ -37,7 +37,7 @@ use tokio_util::sync::CancellationToken;
 use super::clock::ScenarioClock;
 use super::cpu_stall::{self, Pids};
 use super::path_probe::{self, PathProbe};
-use crate::checker::leak::{Exempt, KeySample};
+use crate::checker::keys::{Exempt, KeySample};
 
 /// Between two reads of a node.
 pub const EVERY: Duration = Duration::from_millis(25);
