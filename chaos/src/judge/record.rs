@@ -141,6 +141,7 @@ impl Tally {
                 truth,
                 validity_cut_us,
                 renewal,
+                section: _,
             } => {
                 self.validity_cuts += u64::from(validity_cut_us.is_some());
                 if let Some(seen) = renewal {
@@ -408,6 +409,7 @@ mod tests {
             truth: Some(truth),
             validity_cut_us: None,
             renewal: None,
+            section: None,
         }
     }
 
@@ -426,6 +428,7 @@ mod tests {
                 truth: None,
                 validity_cut_us: cut,
                 renewal: None,
+                section: None,
             });
         }
         assert_eq!(
@@ -554,6 +557,7 @@ mod tests {
             truth: None,
             validity_cut_us: None,
             renewal: None,
+            section: None,
         });
         // A later grant with the same token (amnesia): a duplicate. The token check reads
         // the history's acquires.
@@ -573,6 +577,7 @@ mod tests {
             truth: None,
             validity_cut_us: None,
             renewal: None,
+            section: None,
         });
         let Finished {
             report: m,
