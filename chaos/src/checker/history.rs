@@ -3,11 +3,12 @@
 //! uses) and its outcome — `ok`, `fail` (it certainly did not happen) or `info` (it may or
 //! may not have: a PostgreSQL error on a write, say).
 //!
-//! Operations: `acquire`, `extend`, `release` on the lock; `read` (or the claim-first
-//! `claim`) and `write` on the resource, with the values read and written; and one `final`
-//! per mode, the runner's read of the row and its whole log at the end. A scenario's
-//! history is one JSON line per operation (`history/<scenario>.jsonl` in the report
-//! directory); the checkers are pure functions of it.
+//! Operations: `acquire`, `extend`, `release` on the lock, and `renew` for each validity a
+//! background renewer announced; `read` (or the claim-first `claim`) and `write` on the
+//! resource, with the values read and written; and one `final` per mode, the runner's read
+//! of the row and its whole log at the end. A scenario's history is one JSON line per
+//! operation (`history/<scenario>.jsonl` in the report directory); the checkers are pure
+//! functions of it.
 
 use std::io::{BufRead, Write};
 
@@ -21,8 +22,14 @@ pub use crate::workload::ledger::Applied;
 pub enum OpKind {
     /// A waiting acquire of the lock.
     Acquire,
-    /// An extension of a held lease.
+    /// An extension of a held lease; `valid_until_us`: the validity the lease claimed after
+    /// it, whatever its outcome (absent from histories before issue 49).
     Extend,
+    /// A renewal the background renewer (`auto_renew`) announced: `valid_until_us` is the
+    /// validity `status()` said, seen by `complete_us` (on the section's watch of the
+    /// lease, or at the holder's check before its write) and not yet at `invoke_us` (the
+    /// look before). Recorded when the announced validity changed.
+    Renew,
     /// A release.
     Release,
     /// A retirement of the fence counter, then a release (`late_retire` scenarios): it
@@ -77,7 +84,7 @@ pub struct Op {
     /// keys from a failed attempt's by it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
-    /// End of validity the lock reported (acquire, extend), µs.
+    /// End of validity the lock reported (acquire, extend) or announced (renew), µs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub valid_until_us: Option<u64>,
     /// Read, claim, final: the value read; write: the value written.

@@ -10,8 +10,10 @@
 //! acknowledged write not on it is a lost update, and the last write that erased it is its
 //! culprit.
 //!
-//! A loss is *explained* when a stale write (one completed after its lease's validity: the
-//! holder had lost the lock, as a pause makes it) is part of it: the lost write itself, its
+//! A loss is *explained* when a stale write (one completed after the validity its lease had
+//! announced last before the write began, [`super::announced`]: the holder had lost the
+//! lock, as a pause makes it; a renewal it saw before writing counts, one that landed while
+//! the write was in flight does not) is part of it: the lost write itself, its
 //! culprit, or a write that landed between the culprit's read and its write (the culprit
 //! then restored the state it had read — a stale write had brought back an old one). When
 //! none is, the culprit and the writes that landed while it was in flight all wrote inside
@@ -28,6 +30,7 @@ use std::collections::{HashMap, HashSet};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::announced::Announced;
 use super::history::{Op, OpKind, OpOutcome};
 use crate::workload::ledger::{Applied, ORIGIN};
 
@@ -42,7 +45,7 @@ pub struct Culprit {
     pub read_value: i64,
     /// When its write completed, µs (`None`: not in the history).
     pub written_us: Option<u64>,
-    /// It completed after its lease's validity.
+    /// It completed after the validity its lease announced last before it began.
     pub stale: bool,
     /// A stale write that landed between its read and its write, if any (the first).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -60,7 +63,7 @@ pub struct LostUpdate {
     pub value: i64,
     /// When its write completed, µs.
     pub written_us: u64,
-    /// It completed after its lease's validity.
+    /// It completed after the validity its lease announced last before it began.
     pub stale: bool,
     /// The write that erased it.
     pub culprit: Option<Culprit>,
@@ -97,19 +100,15 @@ impl LostReport {
     }
 }
 
-/// One section's grant and write, from the history.
+/// One section's write, from the history.
 #[derive(Debug, Clone, Copy, Default)]
 struct Section {
     worker: Option<usize>,
-    valid_until_us: Option<u64>,
+    invoked_us: Option<u64>,
     written_us: Option<u64>,
     outcome: Option<OpOutcome>,
-}
-
-impl Section {
-    fn stale(&self) -> bool {
-        matches!((self.written_us, self.valid_until_us), (Some(w), Some(v)) if w > v)
-    }
+    /// Completed after the validity announced last before it was invoked.
+    stale: bool,
 }
 
 /// Replays `applied` (the row's log, in the row's order) against `ops` (one mode's
@@ -121,16 +120,18 @@ pub fn lost_updates(ops: &[Op], applied: &[Applied], value: i64, last: u64) -> L
         let Some(id) = op.section else { continue };
         let s = sections.entry(id).or_default();
         s.worker = s.worker.or(op.worker);
-        match (op.f, op.outcome) {
-            (OpKind::Acquire | OpKind::Extend, OpOutcome::Ok) => {
-                s.valid_until_us = op.valid_until_us.or(s.valid_until_us);
-            }
-            (OpKind::Write, outcome) => {
-                s.written_us = Some(op.complete_us);
-                s.outcome = Some(outcome);
-            }
-            _ => {}
+        if op.f == OpKind::Write {
+            s.invoked_us = Some(op.invoke_us);
+            s.written_us = Some(op.complete_us);
+            s.outcome = Some(op.outcome);
         }
+    }
+    let announced = Announced::by_section(ops);
+    for (id, s) in sections.iter_mut() {
+        s.stale = match (s.invoked_us, s.written_us, announced.get(id)) {
+            (Some(invoked), Some(written), Some(a)) => a.stale(invoked, written),
+            _ => false,
+        };
     }
     let by_id: HashMap<u64, &Applied> = applied.iter().map(|a| (a.section, a)).collect();
     if by_id.len() != applied.len() {
@@ -152,7 +153,7 @@ pub fn lost_updates(ops: &[Op], applied: &[Applied], value: i64, last: u64) -> L
         .enumerate()
         .map(|(i, a)| (a.section, i))
         .collect();
-    let stale = |id: &u64| sections.get(id).is_some_and(Section::stale);
+    let stale = |id: &u64| sections.get(id).is_some_and(|s| s.stale);
     for (i, a) in applied.iter().enumerate() {
         if value_of(a.prev).map(|v| v.saturating_add(1)) != Some(a.value) {
             out.anomalies.push(format!(
@@ -240,13 +241,13 @@ pub fn lost_updates(ops: &[Op], applied: &[Applied], value: i64, last: u64) -> L
             worker: s.worker.unwrap_or(0),
             value: a.value,
             written_us: s.written_us.unwrap_or(0),
-            stale: s.stale(),
+            stale: s.stale,
             culprit: by_id.get(culprit).map(|ca| Culprit {
                 section: *culprit,
                 worker: c.worker,
                 read_value: ca.value.saturating_sub(1),
                 written_us: c.written_us,
-                stale: c.stale(),
+                stale: c.stale,
                 after_stale: *between,
             }),
         });
@@ -289,6 +290,60 @@ mod tests {
         acquire.valid_until_us = Some(at + 100);
         let write = Op::new(w, OpKind::Write, outcome, done, done).section(id);
         vec![acquire, write]
+    }
+
+    /// [`section`] renewed: its renewer's announcements `(seen at, valid until)`, its
+    /// write invoked at `invoke` and done at `done`.
+    fn renewed(id: u64, at: u64, renewals: &[(u64, u64)], invoke: u64, done: u64) -> Vec<Op> {
+        let w = (id / 10) as usize;
+        let mut ops = section(id, at, done, OpOutcome::Ok);
+        ops[1].invoke_us = invoke;
+        for &(seen, until) in renewals {
+            let mut op = Op::new(
+                w,
+                OpKind::Renew,
+                OpOutcome::Ok,
+                seen.saturating_sub(5),
+                seen,
+            )
+            .section(id);
+            op.valid_until_us = Some(until);
+            ops.push(op);
+        }
+        ops
+    }
+
+    #[test]
+    fn a_renewed_write_before_the_latest_announced_validity_is_not_stale() {
+        // 11, granted at 0 (valid to 100), renewed (seen at 60: to 160), writes 120..130 —
+        // after its first validity, before the one announced since. 21, granted at 105,
+        // reads the origin too and writes 140..150: two holders at once, and 11 lost to a
+        // write that no stale write explains.
+        let mut ops = renewed(11, 0, &[(60, 160)], 120, 130);
+        ops.extend(section(21, 105, 150, OpOutcome::Ok));
+        let r = lost_updates(&ops, &[a(11, 0, 1), a(21, 0, 1)], 1, 21);
+        assert!(r.anomalies.is_empty(), "{:?}", r.anomalies);
+        assert_eq!(r.lost.len(), 1);
+        assert!(!r.lost[0].stale, "written before its latest validity");
+        assert_eq!(r.unexplained().map(|l| l.section).collect::<Vec<_>>(), [11]);
+    }
+
+    #[test]
+    fn a_write_after_the_latest_validity_announced_before_it_is_stale() {
+        // Announced to 160 at 60; the write starts at 150 and completes at 170. An extend
+        // that completed while it was in flight (at 165, to 300) does not cover it.
+        let mut ops = renewed(11, 0, &[(60, 160)], 150, 170);
+        let mut extend = Op::new(1, OpKind::Extend, OpOutcome::Ok, 155, 165).section(11);
+        extend.valid_until_us = Some(300);
+        ops.push(extend);
+        ops.extend(section(21, 165, 180, OpOutcome::Ok));
+        let r = lost_updates(&ops, &[a(11, 0, 1), a(21, 0, 1)], 1, 21);
+        assert!(r.anomalies.is_empty(), "{:?}", r.anomalies);
+        assert!(
+            r.lost[0].stale,
+            "completed after 160, announced before it started"
+        );
+        assert_eq!(r.unexplained().count(), 0);
     }
 
     #[test]

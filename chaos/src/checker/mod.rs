@@ -1,6 +1,8 @@
 //! The checker: what a fenced-counter run did, computed from its records by pure functions.
 //! It never asks the lock anything: it judges what was recorded.
 //!
+//! - [`announced`]: the validity a lease announced over time (acquire, extends, renewals):
+//!   what writes are judged stale against, and where renewed holding windows end.
 //! - [`availability`]: long minority faults during which a mode was granted nothing.
 //! - [`exclusion`]: pairs of grants whose hold windows overlap (mutual exclusion broken).
 //! - [`fence`]: grants whose fencing token was granted twice, or did not exceed one returned
@@ -28,6 +30,7 @@
 //! - [`lost`](mod@lost): lost updates by name, each with the write that erased it, replayed from the
 //!   resource's log.
 
+pub mod announced;
 pub mod availability;
 pub mod exclusion;
 pub mod exemptions;

@@ -17,7 +17,8 @@ pub struct Written {
     pub read_at: u64,
     /// When the write completed.
     pub done_at: u64,
-    /// Completed after the lease's `valid_until`.
+    /// Completed after the lease's `valid_until` (for a renewed lease, the validity it
+    /// announced last before the write began: [`super::announced`]).
     pub stale: bool,
 }
 

@@ -285,7 +285,7 @@ fn quorum(nodes: usize) -> usize {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct TruthSummary {
     /// Reads of a grant's keys: one right after each grant, one after a renewed
-    /// section's `extend_for`.
+    /// section's `extend_for`, and after its renewals (at most one a TTL per worker).
     pub read: u64,
     /// Of those, how many could not be bounded (a node that did not answer decides).
     pub inconclusive: u64,

@@ -72,6 +72,11 @@ pub enum WorkerEvent {
         /// (none: not renewed).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         renewal: Option<RenewalSeen>,
+        /// Its section in the history (none: recorded before issue 49). A renewed grant's
+        /// window and staleness are judged from its section's announcements there
+        /// ([`crate::checker::announced`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        section: Option<u64>,
     },
     /// The worker, holding a lease, is about to stop itself (`SIGSTOP`; the runner resumes
     /// it no sooner than `resume_after_us` later, once a rival wrote: see
@@ -92,9 +97,10 @@ pub enum WorkerEvent {
         /// When it was resumed.
         at_us: u64,
     },
-    /// What the servers said of a held lease's keys after an extend, against the validity
-    /// the lock claimed right after it (an extend that shortened the keys and failed must
-    /// not leave the old validity standing).
+    /// What the servers said of a held lease's keys after an extend or a renewal, against
+    /// the validity the lock claimed right after it (an extend that shortened the keys and
+    /// failed must not leave the old validity standing; a renewer must not announce more
+    /// than its renewal gave the keys).
     Truth {
         /// The servers' answers.
         truth: GrantTruth,

@@ -299,6 +299,7 @@ mod tests {
                 loss: Some((Heard::Told, 90_000)),
                 stalls_us: vec![(5, 6)],
             }),
+            section: Some(42),
         };
         let entries = vec![
             Entry::Event(WorkerEvent::Acquire {

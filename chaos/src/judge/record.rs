@@ -6,12 +6,20 @@
 //! writes (accepted, but completed after the lease's `valid_until`: the holder had lost the
 //! lock), abandoned grants, client pauses, and grants whose fencing token did not grow
 //! ([`checker::fence`], from the history's acquires).
+//!
+//! A renewed grant's validity moves: its window and its write are judged from its
+//! section's announcements in the history ([`checker::announced`]) — stale only when the
+//! write completed after the validity announced last before it began, holding until the
+//! validity announced last before its section ended or its renewer reported a loss. Grants
+//! recorded before issue 49 (no section named) keep the window their event carries.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use super::events::{GrantOutcome, WorkerEvent};
 use super::evidence::{Entry, FinalRead, ModeLog};
 use crate::bench::stats::percentile;
+use crate::checker::announced::Announced;
 use crate::checker::history::{Op, OpKind, OpOutcome};
 use crate::checker::renewal::RenewedGrant;
 use crate::checker::truth::{ClockRates, GrantTruth, TruthSummary};
@@ -37,17 +45,19 @@ struct Tally {
     ok_latencies_us: Vec<u64>,
     stalls: u64,
     abandoned: u64,
-    stale_writes: u64,
     failures: Vec<String>,
     indeterminate: u64,
     history: Vec<Op>,
-    /// Server truth of each read grant, and of each renewed lease after its extend, with
-    /// the validity the lock claimed.
+    /// Server truth of each read grant, and of each renewed lease after its extend and
+    /// its renewals, with the validity the lock claimed.
     truths: Vec<(GrantTruth, u64)>,
     /// Renewed grants whose renewer cut an announced validity.
     validity_cuts: u64,
     /// Renewed grants, as their sections' watches saw them.
     renewed: Vec<RenewedGrant>,
+    /// Renewed grants that name their section: (index in the timeline's grants, section,
+    /// when the renewer reported a loss), judged from the history's announcements.
+    renewed_sections: Vec<(usize, u64, Option<u64>)>,
 }
 
 /// A mode's record, judged.
@@ -141,8 +151,14 @@ impl Tally {
                 truth,
                 validity_cut_us,
                 renewal,
+                section,
             } => {
                 self.validity_cuts += u64::from(validity_cut_us.is_some());
+                if let (Some(seen), Some(section)) = (&renewal, section) {
+                    let loss = seen.loss.map(|(_, at)| at);
+                    let index = self.timeline.grants.len();
+                    self.renewed_sections.push((index, section, loss));
+                }
                 if let Some(seen) = renewal {
                     self.renewed.push(RenewedGrant {
                         start_us,
@@ -165,7 +181,6 @@ impl Tally {
                     GrantOutcome::Abandoned => self.abandoned += 1,
                     GrantOutcome::Indeterminate => self.indeterminate += 1,
                 }
-                self.stale_writes += u64::from(stale);
                 self.timeline.grants.push(GrantSpan {
                     worker,
                     fence,
@@ -208,6 +223,47 @@ impl Tally {
         }
     }
 
+    /// Renewed grants judged from their sections' announcements in the history: the
+    /// write against the validity announced last before it began, the window ending at
+    /// the validity announced last before the section's end or the loss (or at the end,
+    /// if that came first). `valid_until` becomes the validity the write was judged
+    /// against (without a write: the one the window ends at).
+    fn judge_renewed(&mut self) {
+        if self.renewed_sections.is_empty() {
+            return;
+        }
+        let announced = Announced::by_section(&self.history);
+        let writes: HashMap<u64, (u64, u64)> = self
+            .history
+            .iter()
+            .filter(|op| op.f == OpKind::Write)
+            .filter_map(|op| Some((op.section?, (op.invoke_us, op.complete_us))))
+            .collect();
+        for &(i, section, loss) in &self.renewed_sections {
+            let (Some(a), Some(g)) = (announced.get(&section), self.timeline.grants.get_mut(i))
+            else {
+                continue;
+            };
+            let done = g.done_ms.0;
+            if let Some(end) = a.holding_end(done, loss) {
+                g.end_ms = Ms(end.max(g.start_ms.0));
+            }
+            let judged = match writes.get(&section) {
+                Some(&(invoked, written)) => {
+                    g.stale = g.accepted && a.stale(invoked, written);
+                    a.at(invoked)
+                }
+                None => {
+                    g.stale = false;
+                    a.at(loss.map_or(done, |l| l.min(done)))
+                }
+            };
+            if let Some(v) = judged {
+                g.valid_until_ms = Ms(v);
+            }
+        }
+    }
+
     /// The summary, timeline and history of `mode`, given the row's final state (`None`: it
     /// could not be read, and nothing is said about losses) and the clock rates the
     /// nemesis set (for server truth).
@@ -239,6 +295,7 @@ impl Tally {
             op.applied = Some(e.state.applied.clone());
             self.history.push(op);
         }
+        self.judge_renewed();
         self.timeline.lost_updates = lost
             .as_ref()
             .map(|r| r.lost.iter().take(MAX_MARKS).cloned().collect())
@@ -326,7 +383,7 @@ impl Tally {
             stalls: self.stalls,
             final_value,
             abandoned: self.abandoned,
-            stale_writes: self.stale_writes,
+            stale_writes: self.timeline.grants.iter().filter(|g| g.stale).count() as u64,
             fence_regressions: regressions.len() as u64,
             pauses: self.timeline.pauses.len() as u64,
             // Needs the fault windows: filled in by the runner.
@@ -408,6 +465,7 @@ mod tests {
             truth: Some(truth),
             validity_cut_us: None,
             renewal: None,
+            section: None,
         }
     }
 
@@ -426,6 +484,7 @@ mod tests {
                 truth: None,
                 validity_cut_us: cut,
                 renewal: None,
+                section: None,
             });
         }
         assert_eq!(
@@ -554,6 +613,7 @@ mod tests {
             truth: None,
             validity_cut_us: None,
             renewal: None,
+            section: None,
         });
         // A later grant with the same token (amnesia): a duplicate. The token check reads
         // the history's acquires.
@@ -573,6 +633,7 @@ mod tests {
             truth: None,
             validity_cut_us: None,
             renewal: None,
+            section: None,
         });
         let Finished {
             report: m,
@@ -592,5 +653,135 @@ mod tests {
         );
         assert!(t.grants[0].stale && !t.grants[1].stale);
         assert!((m.lost_share() - 0.5).abs() < 1e-9);
+    }
+
+    /// One operation of `mode` `none`, section `section` of worker `section / 10`.
+    fn op(section: u64, f: OpKind, invoke: u64, complete: u64) -> Op {
+        let worker = usize::try_from(section / 10).expect("small");
+        let mut op = Op::new(worker, f, OpOutcome::Ok, invoke, complete).section(section);
+        op.mode = "none".into();
+        op
+    }
+
+    /// Two grants of mode `none` that the lock let hold at once. 11 (worker 1) is renewed:
+    /// granted at 0 valid to 100, its renewer announced 160 (seen at 60) and 220 (seen
+    /// at 120), then reported its keys gone at 125; it wrote 100..130 over the origin.
+    /// Its event is as the rig recorded it before issue 49: its window ending at the
+    /// validity from `auto_renew`'s start. 21 (worker 2), a plain grant at 105 valid to
+    /// 205, wrote 140..150 over the origin too: 11 is lost.
+    fn two_holders() -> (Tally, FinalRead) {
+        let mut t = Tally::default();
+        for (section, fence, at, valid, read, write) in [
+            (11, 1, 0, 100, 5, (100, 130)),
+            (21, 2, 105, 205, 106, (140, 150)),
+        ] {
+            let mut acquire = op(section, OpKind::Acquire, at, at);
+            acquire.fence = Some(fence);
+            acquire.valid_until_us = Some(valid);
+            t.push(WorkerEvent::Op(acquire));
+            t.push(WorkerEvent::Op(
+                op(section, OpKind::Read, read, read + 1).values(0, 0),
+            ));
+            t.push(WorkerEvent::Op(
+                op(section, OpKind::Write, write.0, write.1).values(1, 0),
+            ));
+        }
+        for (seen, until) in [(60, 160), (120, 220)] {
+            let mut renew = op(11, OpKind::Renew, seen - 5, seen);
+            renew.valid_until_us = Some(until);
+            t.push(WorkerEvent::Op(renew));
+        }
+        t.push(WorkerEvent::Grant {
+            worker: 1,
+            fence: Some(1),
+            start_us: 0,
+            end_us: 100,
+            valid_until_us: 100,
+            done_us: 130,
+            outcome: GrantOutcome::Accepted,
+            truth: None,
+            validity_cut_us: None,
+            renewal: Some(crate::judge::events::RenewalSeen {
+                loss: Some((crate::checker::renewal::Heard::Told, 125)),
+                stalls_us: Vec::new(),
+            }),
+            section: Some(11),
+        });
+        t.push(WorkerEvent::Grant {
+            worker: 2,
+            fence: Some(2),
+            start_us: 105,
+            end_us: 150,
+            valid_until_us: 205,
+            done_us: 150,
+            outcome: GrantOutcome::Accepted,
+            truth: None,
+            validity_cut_us: None,
+            renewal: None,
+            section: Some(21),
+        });
+        let applied = [(11, 0, 1), (21, 0, 1)]
+            .map(|(section, prev, value)| crate::workload::ledger::Applied {
+                section,
+                prev,
+                value,
+            })
+            .to_vec();
+        let end = FinalRead {
+            state: Final {
+                state: Some(crate::workload::ledger::State { value: 1, last: 21 }),
+                applied,
+            },
+            invoke_us: 1_000,
+            complete_us: 1_001,
+        };
+        (t, end)
+    }
+
+    #[test]
+    fn a_renewed_window_ends_at_the_validity_announced_before_the_loss() {
+        let (t, end) = two_holders();
+        let Finished {
+            report: m,
+            timeline,
+            ..
+        } = t.finish("none", Some(end), &ClockRates::default());
+        // Held until its section ended (130), inside the validity announced before the
+        // loss (220): it overlaps 21's [105, 150).
+        assert_eq!(timeline.grants[0].end_ms, Ms(130));
+        assert_eq!(m.exclusion_violations, 1);
+        // Its write began after the renewal to 160 was seen: not stale.
+        assert_eq!(
+            (timeline.grants[0].valid_until_ms, timeline.grants[0].stale),
+            (Ms(160), false)
+        );
+        assert_eq!((m.stale_writes, m.stale_reach), (0, 0));
+        assert_eq!(m.unexplained_losses, Some(1));
+    }
+
+    #[test]
+    fn a_loss_no_stale_write_explains_fails_the_renewal_verdict() {
+        let (t, end) = two_holders();
+        let mut done = t.finish("none", Some(end), &ClockRates::default());
+        done.report.lock = "ours".into();
+        let renewal = crate::scenario::find("renewal").expect("the renewal scenario");
+        let modes = std::collections::BTreeMap::from([("none".to_owned(), done.report)]);
+        // Only `none` ran (as if the lock handed out no tokens, so the fenced modes did
+        // not): the verdict is this mode's.
+        let v = crate::judge::verdict::verdict_for(
+            renewal.expectation,
+            &modes,
+            &[],
+            false,
+            crate::judge::verdict::Promises::default(),
+        );
+        assert_eq!(v.outcome, crate::report::Outcome::Fail, "{:?}", v.reasons);
+        assert!(
+            v.reasons.iter().any(|r| r.starts_with(
+                "FAILED (safety): none: lost 1, 1 of them with neither the lost write nor the one that erased it after its lease"
+            )),
+            "{:?}",
+            v.reasons
+        );
     }
 }

@@ -247,7 +247,7 @@ fn exclusive_and_growing(
         name,
         t.overstated == 0,
         format!(
-            "{name}: {} reads (after a grant or an extend) whose claimed validity outlasted a quorum of the keys by the servers' clocks (want 0; {})",
+            "{name}: {} reads (after a grant, an extend or a renewal) whose claimed validity outlasted a quorum of the keys by the servers' clocks (want 0; {})",
             t.overstated,
             t.describe()
         ),
@@ -1153,7 +1153,7 @@ mod tests {
             assert_eq!(v.failed_modes, ["claim_first"]);
             assert!(
                 v.reasons.iter().any(|r| r
-                    .starts_with("FAILED (safety): claim_first: 2 reads (after a grant or an extend) whose claimed validity outlasted")
+                    .starts_with("FAILED (safety): claim_first: 2 reads (after a grant, an extend or a renewal) whose claimed validity outlasted")
                     && r.contains("margin min -6.0 ms")),
                 "{:?}",
                 v.reasons

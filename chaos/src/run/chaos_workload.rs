@@ -33,6 +33,7 @@ use tokio_util::sync::CancellationToken;
 use super::clock::ScenarioClock;
 use super::lease_watch::LeaseWatch;
 use super::pause::{PauseBy, PausePlan};
+use super::renewal_truth::RenewalTruth;
 use super::retire::{self, LateRetire};
 use super::truth::TruthReader;
 use crate::checker::history::{Op, OpKind, OpOutcome};
@@ -327,6 +328,7 @@ impl Held<'_> {
             truth,
             validity_cut_us: None,
             renewal: None,
+            section: Some(self.section),
         });
         let lease = match (self.spec.late_retire.as_ref(), lease) {
             (Some(late), Lease::Ours(l)) => match late.hold().await {
@@ -363,9 +365,12 @@ impl Held<'_> {
 
     /// A renewed section of our lock: an `extend_for` when drawn (after a little work),
     /// then `auto_renew` through the section; the holder's check before its write asks the
-    /// renewer. The holding window ends at the validity the holder knew last; while the
-    /// renewer still says held, that validity is read against the servers before the
-    /// release — a renewer that believes in keys the servers no longer keep is caught.
+    /// renewer. Every validity the lease announced is recorded with when it was seen (the
+    /// extend's, and each renewal's as a `renew` operation): writes are judged stale, and
+    /// the holding window ends, against them ([`crate::checker::announced`]). While the
+    /// renewer holds, its keys are read on the servers after a renewal now and then
+    /// ([`super::renewal_truth`]), and before the release — a renewer that believes in
+    /// keys the servers no longer keep is caught.
     async fn run_renewed(
         mut self,
         mut lease: fenced_redlock::Lease,
@@ -375,42 +380,38 @@ impl Held<'_> {
         let fence = lease.fence().map(|f| f.get());
         let granted_at = lease.granted_at();
         let (key, token) = (lease.key().to_owned(), lease.owner_token().to_owned());
-        if let Some(ExtendFor { ttl, after }) = extend {
-            tokio::time::sleep_until(granted_at + after).await;
-            let invoke = Instant::now();
-            let outcome = match lease.extend_for(ttl).await {
-                Ok(_) => OpOutcome::Ok,
-                Err(e) => {
-                    tracing::debug!(error = %e, "extend_for failed");
-                    OpOutcome::Fail
-                }
-            };
-            emit(WorkerEvent::Op(self.op(OpKind::Extend, outcome, invoke)));
-            // Whatever the outcome, the validity the lease claims now must not outlast a
-            // quorum of its keys: a failed extend may have shortened them.
-            let claimed = lease.valid_until();
-            if let Some(reader) = self.truth.as_deref_mut()
-                && Instant::now() < claimed
-            {
-                let truth = reader
-                    .read(key.as_bytes(), token.as_bytes(), self.clock)
-                    .await;
-                emit(WorkerEvent::Truth {
-                    truth,
-                    valid_until_us: self.clock.us(claimed),
-                });
-            }
+        if let Some(extend) = extend {
+            self.extend_first(&mut lease, extend, (&key, &token), emit)
+                .await;
         }
         let valid_until = lease.valid_until();
         let renewing = lease.auto_renew(RenewOptions::default());
-        let held = || match renewing.status() {
-            LeaseStatus::Held { valid_until } => Some(valid_until),
-            _ => None,
+        // Beside the section, and at the holder's check: every validity the renewer
+        // announces while it holds must be at least the last one (the holder may be
+        // working on that one), and a loss must be heard in time.
+        let watch = std::sync::Mutex::new(LeaseWatch::new(valid_until));
+        let look = |f: &mut dyn FnMut(&mut LeaseWatch)| {
+            f(&mut watch
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner));
         };
-        // Beside the section: every validity the renewer announces while it holds must be
-        // at least the last one (the holder may be working on that one), and a loss must
-        // be heard in time.
-        let mut watch = LeaseWatch::new(valid_until);
+        let held = || {
+            let status = renewing.status();
+            look(&mut |w| {
+                w.look(status, Instant::now());
+            });
+            match status {
+                LeaseStatus::Held { valid_until } => Some(valid_until),
+                _ => None,
+            }
+        };
+        let mut truths = RenewalTruth::new(
+            self.truth.take(),
+            key.as_bytes(),
+            token.as_bytes(),
+            self.clock,
+            self.spec.ttl,
+        );
         let outcome = {
             let section = self.section(fence, valid_until, &held, emit);
             tokio::pin!(section);
@@ -420,14 +421,31 @@ impl Held<'_> {
                 tokio::select! {
                     biased;
                     outcome = &mut section => break outcome,
-                    _ = tick.tick() => watch.saw(renewing.status(), Instant::now()),
+                    () = truths.next() => {}
+                    _ = tick.tick() => {
+                        let now = Instant::now();
+                        let mut renewed = None;
+                        look(&mut |w| renewed = w.saw(renewing.status(), now));
+                        if let Some(vu) = renewed {
+                            truths.renewed(vu, now);
+                        }
+                    }
                 }
             }
         };
-        watch.saw(renewing.status(), Instant::now());
         let done = Instant::now();
-        let known = held();
-        let truth = match (known, self.truth.take()) {
+        look(&mut |w| {
+            w.saw(renewing.status(), done);
+        });
+        let (reader, truth_events) = truths.finish().await;
+        let watch = watch
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let known = match renewing.status() {
+            LeaseStatus::Held { valid_until } => Some(valid_until),
+            _ => None,
+        };
+        let end_truth = match (known, reader) {
             (Some(vu), Some(reader)) => Some((
                 reader
                     .read(key.as_bytes(), token.as_bytes(), self.clock)
@@ -436,19 +454,23 @@ impl Held<'_> {
             )),
             _ => None,
         };
-        let believed = known
-            .or_else(|| outcome.as_ref().ok().map(|(_, b)| *b))
-            .unwrap_or(valid_until);
-        let (truth, believed) = match truth {
+        for event in truth_events {
+            emit(event);
+        }
+        self.emit_renewals(&watch, emit);
+        // The window ends at the validity announced last before the section ended, or
+        // before the loss; a truth read is judged against what was claimed when it began.
+        let announced = watch.last_announced(done);
+        let (truth, claimed) = match end_truth {
             Some((t, vu)) => (Some(t), vu),
-            None => (None, believed),
+            None => (None, announced),
         };
         emit(WorkerEvent::Grant {
             worker: self.spec.worker,
             fence,
             start_us: self.clock.us(granted_at),
-            end_us: self.clock.us(done.min(believed)),
-            valid_until_us: self.clock.us(believed),
+            end_us: self.clock.us(done.min(announced)),
+            valid_until_us: self.clock.us(claimed),
             done_us: self.clock.us(done),
             outcome: outcome
                 .as_ref()
@@ -456,6 +478,7 @@ impl Held<'_> {
             truth,
             validity_cut_us: watch.worst_cut().map(us),
             renewal: Some(watch.seen(self.clock)),
+            section: Some(self.section),
         });
         let invoke = Instant::now();
         let report = renewing.release().await;
@@ -466,6 +489,54 @@ impl Held<'_> {
         };
         emit(WorkerEvent::Op(self.op(OpKind::Release, result, invoke)));
         outcome.map(drop)
+    }
+
+    /// The drawn `extend_for`, `after` the grant: its operation carries the validity the
+    /// lease claims after it, and the keys are read against that validity.
+    async fn extend_first(
+        &mut self,
+        lease: &mut fenced_redlock::Lease,
+        ExtendFor { ttl, after }: ExtendFor,
+        (key, token): (&str, &str),
+        emit: &mut impl FnMut(WorkerEvent),
+    ) {
+        tokio::time::sleep_until(lease.granted_at() + after).await;
+        let invoke = Instant::now();
+        let outcome = match lease.extend_for(ttl).await {
+            Ok(_) => OpOutcome::Ok,
+            Err(e) => {
+                tracing::debug!(error = %e, "extend_for failed");
+                OpOutcome::Fail
+            }
+        };
+        // Whatever the outcome, the validity the lease claims now must not outlast a
+        // quorum of its keys: a failed extend may have shortened them.
+        let claimed = lease.valid_until();
+        let mut op = self.op(OpKind::Extend, outcome, invoke);
+        op.valid_until_us = Some(self.clock.us(claimed));
+        emit(WorkerEvent::Op(op));
+        if let Some(reader) = self.truth.as_deref_mut()
+            && Instant::now() < claimed
+        {
+            let truth = reader
+                .read(key.as_bytes(), token.as_bytes(), self.clock)
+                .await;
+            emit(WorkerEvent::Truth {
+                truth,
+                valid_until_us: self.clock.us(claimed),
+            });
+        }
+    }
+
+    /// One `renew` operation per validity the renewer announced, as `watch` saw them.
+    fn emit_renewals(&self, watch: &LeaseWatch, emit: &mut impl FnMut(WorkerEvent)) {
+        for (before, seen, end) in watch.renewals(self.clock) {
+            let mut op = Op::new(self.spec.worker, OpKind::Renew, OpOutcome::Ok, before, seen)
+                .section(self.section);
+            op.mode = self.spec.mode.name().into();
+            op.valid_until_us = Some(end);
+            emit(WorkerEvent::Op(op));
+        }
     }
 
     /// Read (or claim), work, check, maybe pause, write: each statement an operation.

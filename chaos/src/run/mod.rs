@@ -12,6 +12,7 @@
 //! - [`chaos_workload`]: the time-bounded fenced counter worker and its [`WorkerEvent`]s.
 //! - [`lease_watch`]: a renewed section's watch of its lease (announced validities, the
 //!   loss heard and when).
+//! - [`renewal_truth`]: server truth after a renewed lease's renewals, at a bounded rate.
 //! - [`worker_proc`]: workers as `chaos worker` processes; client stalls as SIGSTOP.
 //! - [`pause`]: client pauses inside critical sections (a worker stops itself; the runner
 //!   resumes it).
@@ -48,6 +49,7 @@ pub mod pause;
 pub mod play;
 pub mod quorum_probe;
 pub mod record;
+pub mod renewal_truth;
 pub mod retire;
 pub mod split;
 pub mod suite;
