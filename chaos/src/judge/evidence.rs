@@ -101,7 +101,7 @@ pub struct ModeEvidence {
     pub end: Option<FinalRead>,
     /// Every read of its lock key that found it (`None`: the key was not watched).
     /// Written as a token table and one `[node, at_us, token, pttl_ms]` row per read
-    /// ([`key_reads`]): the reads are most of a run's evidence, and each token is read
+    /// (`key_reads`): the reads are most of a run's evidence, and each token is read
     /// dozens of times.
     #[serde(with = "key_reads")]
     pub keys: Option<Vec<KeySample>>,
