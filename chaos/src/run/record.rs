@@ -61,11 +61,11 @@ impl ModeRecord {
 
     /// Take in one event.
     pub fn push(&mut self, ev: WorkerEvent) {
+        let ev = match ev {
+            WorkerEvent::Op(op) => return self.ops.push(op),
+            ev => ev,
+        };
         match &ev {
-            WorkerEvent::Op(op) => {
-                self.ops.push(op.clone());
-                return;
-            }
             WorkerEvent::Grant {
                 outcome: GrantOutcome::Accepted,
                 ..
